@@ -1,0 +1,28 @@
+"""Tunables that are not user settings, grouped in one place."""
+
+from __future__ import annotations
+
+#: Schema version this release writes; migrations in ``sql/schema`` bring older files up to it.
+SCHEMA_VERSION = 1
+
+#: Bytes of raw (decompressed) input gathered into one load/normalize/write batch.
+INGEST_BATCH_BYTES = 64 * 1024 * 1024
+
+#: Files gathered into one batch at most (many tiny files still make bounded batches).
+INGEST_BATCH_FILES = 2_000
+
+#: Characters of a bad line kept, redacted, in the quarantine table.
+QUARANTINE_EXCERPT_CHARS = 200
+
+#: Bytes read from the head of a file to recognise its format.
+FORMAT_SNIFF_BYTES = 256 * 1024
+
+#: Lines looked at, from the head of a file, to recognise its format.
+FORMAT_SNIFF_LINES = 50
+
+#: A JSON string value made of this many base64 characters or more is a blob (encrypted
+#: reasoning, inline image data): it is replaced by a size note before anything is stored.
+BLOB_MIN_CHARS = 512
+
+#: Suffixes discovered as rollout files.
+ROLLOUT_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst")

@@ -1,0 +1,172 @@
+"""The ``memkiln`` command line.
+
+Errors a user can cause become one line on stderr and exit code 2; Prefect is only started
+by the commands that run a flow.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from memkiln.errors import MemkilnError
+from memkiln.settings import DEFAULT_DB, Settings
+
+app = typer.Typer(
+    name="memkiln",
+    help="Turn archives of coding-agent sessions into per-project memory files, "
+    "keeping every stage in DuckDB.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+ArchiveOpt = Annotated[
+    Path,
+    typer.Option(
+        "--archive",
+        "-a",
+        help="Directory holding rollout files (*.jsonl, *.jsonl.gz, *.jsonl.zst), searched "
+        "recursively: Codex sessions, Claude Code transcripts and Pi sessions.",
+        show_default=False,
+    ),
+]
+DbOpt = Annotated[
+    Path,
+    typer.Option(
+        "--db",
+        help="DuckDB file holding every stage's output; created if missing.",
+        envvar="MEMKILN_DB",
+    ),
+]
+
+
+def _prefect_environment(db: Path) -> None:
+    """Defaults that make Prefect's ephemeral mode quiet, offline and self-contained."""
+    home = Path(os.environ.get("MEMKILN_HOME", Path.home() / ".memkiln"))
+    os.environ.setdefault("PREFECT_HOME", str(home / "prefect"))
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("DO_NOT_TRACK", "1")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
+    os.environ.setdefault("PREFECT_LOGGING_TO_API_ENABLED", "false")
+
+
+@app.command()
+def ingest(
+    archive: ArchiveOpt,
+    db: DbOpt = DEFAULT_DB,
+    batch_mb: Annotated[
+        int, typer.Option(help="Megabytes of raw input loaded and normalized per batch.", min=1)
+    ] = 64,
+    progress: Annotated[
+        bool, typer.Option("--progress/--no-progress", help="Show a progress bar on a terminal.")
+    ] = True,
+    orchestrate: Annotated[
+        bool,
+        typer.Option(
+            "--prefect/--no-prefect",
+            help="Run as a Prefect flow (ephemeral API unless PREFECT_API_URL is set), or in "
+            "this process alone.",
+        ),
+    ] = True,
+) -> None:
+    """Read new and changed rollout files into DuckDB: files, rollouts, items, quarantine.
+
+    Files whose path, size and mtime are unchanged since the last ingest are not read again.
+    Lines that cannot be read are quarantined with a reason; the run goes on.
+    """
+    from memkiln.flows.ingest import check_archive
+
+    check_archive(archive)
+    settings = Settings(archive=archive, db=db, batch_bytes=batch_mb * 1024 * 1024)
+    _check_db(settings.db)
+    if orchestrate:
+        _prefect_environment(settings.db)
+        from memkiln.flows.ingest import ingest_flow
+
+        summary = ingest_flow(settings, show_progress=progress)
+    else:
+        from memkiln.flows.ingest import ingest_archive
+        from memkiln.flows.progress import Reporter
+
+        summary = ingest_archive(settings, reporter=Reporter(enabled=progress))
+    _print_ingest_summary(summary, settings)
+
+
+def _check_db(db: Path) -> None:
+    """Fail fast, before any flow starts, when the database cannot be opened for writing."""
+    from memkiln.io.store import open_store
+
+    open_store(db).close()
+
+
+def _print_ingest_summary(summary, settings: Settings) -> None:  # type: ignore[no-untyped-def]
+    console = Console()
+    table = Table(title=f"memkiln ingest · run {summary.run_id[:12]}", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("count", justify="right")
+    rows = [
+        ("files seen", summary.files_seen),
+        ("  new", summary.files_new),
+        ("  changed", summary.files_changed),
+        ("  skipped (unchanged)", summary.files_skipped),
+        ("  unreadable", summary.files_failed),
+        ("MB read", f"{summary.bytes_read / 1e6:,.1f}"),
+        ("rollouts written", summary.rollouts),
+        ("items written", summary.items),
+        ("lines quarantined", summary.quarantined),
+        ("secrets redacted", sum(summary.hits.values())),
+    ]
+    for name, value in rows:
+        table.add_row(name, f"{value:,}" if isinstance(value, int) else str(value))
+    console.print(table)
+    if summary.statuses:
+        statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary.statuses.items()))
+        console.print(f"file outcomes: {statuses}")
+    if summary.quarantined:
+        console.print(
+            f"quarantined lines are in the 'quarantine' table of {settings.db} "
+            "(view v_quarantine_by_reason)"
+        )
+
+
+@app.command()
+def status(db: DbOpt = DEFAULT_DB) -> None:
+    """Show what the DuckDB store holds: table sizes, projects and the last runs."""
+    from memkiln.io.store import fetch_pl, open_store, table_counts
+
+    if not Path(db).exists():
+        raise MemkilnError(f"no database at {db}; run 'memkiln ingest' first")
+    con = open_store(db, read_only=True)
+    try:
+        console = Console()
+        counts = table_counts(con)
+        console.print(", ".join(f"{k}: {v:,}" for k, v in counts.items()))
+        runs = fetch_pl(
+            con,
+            "select run_id, command, status, started_at, files_seen, rollouts, items, "
+            "quarantined from v_runs limit 5",
+        )
+        console.print(runs)
+    finally:
+        con.close()
+
+
+def main() -> None:
+    """Console-script entry point: run the app, turning memkiln errors into one line."""
+    try:
+        app()
+    except MemkilnError as exc:
+        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        sys.exit(2)
+
+
+if __name__ == "__main__":
+    main()

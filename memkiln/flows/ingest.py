@@ -1,0 +1,143 @@
+"""The ingest flow: archive directory -> DuckDB tables (files, rollouts, items, quarantine).
+
+1. open the store (create or migrate the schema) and record the run
+2. discover rollout files and decide which to read (new or changed fingerprint)
+3. load them batch by batch (read, split, redact, parse, normalize, write)
+4. close the run record with its counts and print the summary
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import polars as pl
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+
+from memkiln.constants import INGEST_BATCH_FILES
+from memkiln.errors import ConfigError
+from memkiln.flows.progress import Reporter
+from memkiln.io.archive import discover
+from memkiln.io.loader import BatchResult, load_batch
+from memkiln.io.store import fetch_pl, finish_run, open_store, start_run
+from memkiln.settings import Settings
+from memkiln.transforms.plan import FOUND_SCHEMA, batches, plan_files
+from memkiln.transforms.redact import load_rules
+
+
+@dataclass
+class IngestSummary:
+    """Counts of one ingest run (also stored in the ``runs`` table)."""
+
+    run_id: str = ""
+    files_seen: int = 0
+    files_new: int = 0
+    files_changed: int = 0
+    files_skipped: int = 0
+    files_failed: int = 0
+    bytes_read: int = 0
+    rollouts: int = 0
+    items: int = 0
+    quarantined: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    hits: dict[str, int] = field(default_factory=dict)
+
+    def counters(self) -> dict[str, int]:
+        return {
+            "files_seen": self.files_seen,
+            "files_new": self.files_new,
+            "files_changed": self.files_changed,
+            "files_skipped": self.files_skipped,
+            "files_failed": self.files_failed,
+            "bytes_read": self.bytes_read,
+            "rollouts": self.rollouts,
+            "items": self.items,
+            "quarantined": self.quarantined,
+        }
+
+
+def check_archive(archive: Path) -> Path:
+    if not archive.exists():
+        raise ConfigError(f"archive directory {archive} does not exist")
+    if not archive.is_dir():
+        raise ConfigError(f"archive {archive} is not a directory")
+    return archive
+
+
+def plan_archive(con, archive: Path) -> pl.DataFrame:  # type: ignore[no-untyped-def]
+    """Discover files under ``archive`` and mark each new, changed or unchanged."""
+    found = pl.DataFrame(
+        [(s.path, s.size, s.mtime_ns) for s in discover(archive)],
+        schema=FOUND_SCHEMA,
+        orient="row",
+    )
+    known = fetch_pl(con, "select file_id, path, size, mtime_ns from files")
+    return plan_files(found, known)
+
+
+def ingest_archive(settings: Settings, *, reporter: Reporter | None = None) -> IngestSummary:
+    """Run an ingest without Prefect (the flow below wraps this; tests call it directly)."""
+    archive = check_archive(Path(settings.archive or ""))
+    reporter = reporter or Reporter(enabled=False)
+    con = open_store(settings.db)
+    summary = IngestSummary()
+    try:
+        summary.run_id = start_run(con, command="ingest", archive=str(archive.resolve()))
+        try:
+            _ingest(con, archive, settings, summary, reporter)
+        except BaseException as exc:
+            finish_run(
+                con,
+                summary.run_id,
+                status="failed",
+                counts=summary.counters(),
+                error=f"{type(exc).__name__}: {exc}"[:500],
+            )
+            raise
+        finish_run(con, summary.run_id, status="succeeded", counts=summary.counters())
+    finally:
+        con.close()
+    return summary
+
+
+def _ingest(
+    con, archive: Path, settings: Settings, summary: IngestSummary, reporter: Reporter
+) -> None:  # type: ignore[no-untyped-def]
+    # 2. discover and plan
+    plan = plan_archive(con, archive)
+    actions = Counter(plan["action"].to_list())
+    summary.files_seen = plan.height
+    summary.files_new = actions.get("new", 0)
+    summary.files_changed = actions.get("changed", 0)
+    summary.files_skipped = actions.get("unchanged", 0)
+    todo = batches(plan, max_bytes=settings.batch_bytes, max_files=INGEST_BATCH_FILES)
+    rules = load_rules()
+    statuses: Counter[str] = Counter()
+    hits: Counter[str] = Counter()
+    # 3. load batch by batch
+    with reporter.task("ingest", total=int(sum(b["size"].sum() for b in todo))) as advance:
+        for batch in todo:
+            result: BatchResult = load_batch(con, batch, rules=rules, run_id=summary.run_id)
+            summary.bytes_read += result.bytes_read
+            summary.rollouts += result.rollouts
+            summary.items += result.items
+            summary.quarantined += result.quarantined
+            summary.files_failed += result.failed_files
+            statuses.update(result.statuses)
+            hits.update(result.hits)
+            advance(int(batch["size"].sum()))
+    summary.statuses = dict(statuses)
+    summary.hits = dict(hits)
+
+
+@task(name="ingest-archive", cache_policy=NO_CACHE, log_prints=False)
+def ingest_task(settings: Settings, show_progress: bool) -> IngestSummary:
+    return ingest_archive(settings, reporter=Reporter(enabled=show_progress))
+
+
+@flow(name="memkiln-ingest", log_prints=False, validate_parameters=False)
+def ingest_flow(settings: Settings, show_progress: bool = True) -> IngestSummary:
+    """Ingest an archive of rollouts into the DuckDB store."""
+    return ingest_task(settings, show_progress)

@@ -1,0 +1,359 @@
+"""Load one batch of rollout files into DuckDB: read, split, clean, parse, normalize, write.
+
+This is the side-effect layer the ingest flow calls once per batch. The decisions are in
+``memkiln.transforms``; DuckDB's JSON reader does the parsing (one parse per line for all
+fields; Polars' JSON decoding fails a whole column on one bad line). A batch is written in
+one transaction, so a killed run leaves every file either fully ingested or untouched.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import duckdb
+import polars as pl
+
+from memkiln.constants import QUARANTINE_EXCERPT_CHARS
+from memkiln.io.archive import FileBytes, FileStat, content_hash, read_file
+from memkiln.io.store import fetch_pl, now, sql
+from memkiln.transforms.lines import classify_lines, clean_lines, excerpt_expr, split_lines
+from memkiln.transforms.normalize import (
+    build_items,
+    build_rollouts,
+    content_arrays,
+    detect_formats,
+)
+from memkiln.transforms.redact import RuleSet, redact_text, rule_hit_counts
+
+QUARANTINE_SCHEMA = {
+    "file_id": pl.Int64,
+    "line_no": pl.Int32,
+    "reason": pl.String,
+    "detail": pl.String,
+    "excerpt": pl.String,
+    "bytes": pl.Int64,
+}
+
+
+@dataclass
+class BatchResult:
+    """What one batch did, for the run summary."""
+
+    files: int = 0
+    bytes_read: int = 0
+    rollouts: int = 0
+    items: int = 0
+    quarantined: int = 0
+    failed_files: int = 0
+    hits: dict[str, int] = field(default_factory=dict)
+    statuses: dict[str, int] = field(default_factory=dict)
+
+
+def load_batch(
+    con: duckdb.DuckDBPyConnection,
+    batch: pl.DataFrame,
+    *,
+    rules: RuleSet,
+    run_id: str,
+) -> BatchResult:
+    """Ingest the files of ``batch`` (``path, size, mtime_ns, file_id, action``)."""
+    # 1. read and decompress
+    reads: list[tuple[int, FileBytes]] = [
+        (fid, read_file(FileStat(path, size, mtime)))
+        for path, size, mtime, fid in batch.select(
+            "path", "size", "mtime_ns", "file_id"
+        ).iter_rows()
+    ]
+    file_rows: list[dict[str, object]] = []
+    whole_file_quarantine: list[dict[str, object]] = []
+    chunks: list[tuple[int, bytes]] = []
+    for fid, fb in reads:
+        status = "ok"
+        if fb.error and not fb.data:
+            status = "corrupt"
+        elif not fb.data:
+            status = "empty"
+        elif _looks_binary(fb.data):
+            status = "binary"
+        if fb.error:
+            whole_file_quarantine.append(
+                _file_quarantine(fid, fb.error, fb.detail, fb.stat.size, rules=rules)
+            )
+        if status == "binary":
+            whole_file_quarantine.append(
+                _file_quarantine(
+                    fid, "binary_file", "NUL bytes in the file", len(fb.data), rules=rules
+                )
+            )
+        elif fb.data:
+            chunks.append((fid, fb.data))
+        file_rows.append(
+            {
+                "file_id": fid,
+                "path": fb.stat.path,
+                "compression": fb.stat.compression,
+                "size": fb.stat.size,
+                "mtime_ns": fb.stat.mtime_ns,
+                "content_hash": content_hash(fb.data) if fb.data else None,
+                "status": status if not fb.error or status != "ok" else "partial",
+            }
+        )
+    files = pl.DataFrame(
+        file_rows,
+        schema={
+            "file_id": pl.Int64,
+            "path": pl.String,
+            "compression": pl.String,
+            "size": pl.Int64,
+            "mtime_ns": pl.Int64,
+            "content_hash": pl.String,
+            "status": pl.String,
+        },
+    )
+    result = BatchResult(files=len(reads), bytes_read=sum(len(d) for _, d in chunks))
+    del reads
+
+    # 2. split into lines, count secrets, clean (blobs -> notes, secrets -> token)
+    lines = split_lines(chunks)
+    del chunks
+    result.hits = dict(
+        rule_hit_counts(lines.lazy(), column="line", rules=rules).collect().iter_rows()
+    )
+    cleaned = clean_lines(lines.lazy(), rules=rules).collect()
+    del lines
+
+    # 3. which lines are JSON objects (DuckDB's parser), the rest to quarantine
+    con.register("batch_all", cleaned.select("fid", "line_no", "line").to_arrow())
+    validity = fetch_pl(
+        con,
+        "select fid, line_no, coalesce(json_valid(line), false) as valid from batch_all",
+    )
+    con.unregister("batch_all")
+    classified = classify_lines(
+        cleaned.lazy().join(validity.lazy(), on=["fid", "line_no"], how="left")
+    ).collect()
+    del cleaned, validity
+    good = classified.filter(pl.col("reason").is_null())
+    bad = classified.filter(pl.col("reason").is_not_null()).select(
+        file_id="fid",
+        line_no="line_no",
+        reason="reason",
+        detail=pl.lit(None, dtype=pl.String),
+        excerpt=excerpt_expr(),
+        bytes="nbytes",
+    )
+    n_lines = classified.group_by("fid").agg(n_lines=pl.len())
+    del classified
+
+    # 4. parse every field of every good line in one pass
+    fields, blocks, formats = parse_lines(con, good)
+    del good
+
+    # 5. normalize into items and rollouts
+    items = build_items(fields.lazy(), blocks.lazy()).collect()
+    del blocks
+    quarantine = pl.concat(
+        [bad, pl.DataFrame(whole_file_quarantine, schema=QUARANTINE_SCHEMA)],
+        how="vertical_relaxed",
+    )
+    per_file = (
+        files.select(fid="file_id", path="path")
+        .join(formats, on="fid", how="left")
+        .join(n_lines, on="fid", how="left")
+        .join(
+            quarantine.group_by("file_id").agg(n_quarantined=pl.len()).rename({"file_id": "fid"}),
+            on="fid",
+            how="left",
+        )
+        .with_columns(pl.col("n_lines", "n_quarantined").fill_null(0).cast(pl.Int64))
+    )
+    rollouts = build_rollouts(
+        fields.lazy(), items.lazy(), per_file.filter(pl.col("format").is_not_null()).lazy()
+    ).collect()
+    del fields
+
+    # 6. a session already held by another file (or twice in this batch) is a duplicate
+    fids = files["file_id"].to_list()
+    held = fetch_pl(
+        con,
+        "select rollout_id, file_id as holder from rollouts where file_id <> all($fids::bigint[])",
+        {"fids": fids},
+    )
+    rollouts = rollouts.join(held, on="rollout_id", how="left").with_columns(
+        duplicate=pl.col("holder").is_not_null()
+        | pl.col("rollout_id").is_duplicated()
+        & (pl.col("fid") != pl.col("fid").min().over("rollout_id"))
+    )
+    dup = rollouts.filter("duplicate")
+    if dup.height:
+        quarantine = pl.concat(
+            [
+                quarantine,
+                dup.select(
+                    file_id="fid",
+                    line_no=pl.lit(None, dtype=pl.Int32),
+                    reason=pl.lit("duplicate_rollout"),
+                    detail=pl.concat_str(
+                        [
+                            pl.lit("session "),
+                            pl.col("rollout_id"),
+                            pl.lit(" is already held by another file"),
+                        ]
+                    ),
+                    excerpt=pl.lit(None, dtype=pl.String),
+                    bytes=pl.lit(0, dtype=pl.Int64),
+                ),
+            ],
+            how="vertical_relaxed",
+        )
+    rollouts = rollouts.filter(~pl.col("duplicate")).drop("holder", "duplicate")
+    items = items.join(rollouts.select("fid", "rollout_id"), on="fid", how="inner").with_columns(
+        seq=pl.int_range(pl.len(), dtype=pl.Int32).over("fid")
+    )
+
+    # 7. file statuses
+    files = (
+        files.join(
+            per_file.select(
+                file_id="fid", format="format", lines="n_lines", quarantined="n_quarantined"
+            ),
+            on="file_id",
+            how="left",
+        )
+        .join(rollouts.select(file_id="fid", rollout_id="rollout_id"), on="file_id", how="left")
+        .join(dup.select(file_id="fid", dup=pl.lit(True)), on="file_id", how="left")
+        .with_columns(
+            status=pl.when(pl.col("dup").fill_null(False))
+            .then(pl.lit("duplicate"))
+            .when((pl.col("status") == "ok") & pl.col("format").is_null() & (pl.col("lines") > 0))
+            .then(pl.lit("unrecognized"))
+            .when((pl.col("status") == "ok") & (pl.col("quarantined") > 0))
+            .then(pl.lit("partial"))
+            .otherwise(pl.col("status")),
+            lines=pl.col("lines").fill_null(0),
+            quarantined=pl.col("quarantined").fill_null(0),
+        )
+        .drop("dup")
+    )
+    unrecognized = files.filter(pl.col("status") == "unrecognized")
+    if unrecognized.height:
+        quarantine = pl.concat(
+            [
+                quarantine,
+                unrecognized.select(
+                    file_id="file_id",
+                    line_no=pl.lit(None, dtype=pl.Int32),
+                    reason=pl.lit("unrecognized_format"),
+                    detail=pl.lit("valid JSON lines, but not a Codex, Claude Code or Pi session"),
+                    excerpt=pl.lit(None, dtype=pl.String),
+                    bytes="size",
+                ),
+            ],
+            how="vertical_relaxed",
+        )
+    quarantine = quarantine.join(files.select("file_id", "path"), on="file_id", how="left")
+
+    # 8. write, in one transaction
+    _write(
+        con,
+        files=files,
+        rollouts=rollouts,
+        items=items,
+        quarantine=quarantine,
+        run_id=run_id,
+        hits=result.hits,
+    )
+    result.rollouts = rollouts.height
+    result.items = items.height
+    result.quarantined = quarantine.height
+    result.statuses = dict(files.group_by("status").len().iter_rows())
+    result.failed_files = files.filter(
+        pl.col("status").is_in(["corrupt", "binary", "unrecognized"])
+    ).height
+    return result
+
+
+def parse_lines(
+    con: duckdb.DuckDBPyConnection, good: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
+    """Parse JSON-object lines (``fid, line_no, line, omitted_bytes``) into line fields,
+    content blocks and per-file formats, with DuckDB's JSON reader."""
+    con.register("batch_lines", good.select("fid", "line_no", "line").to_arrow())
+    try:
+        fields = fetch_pl(con, sql("extract_line_fields"))
+    finally:
+        con.unregister("batch_lines")
+    formats = detect_formats(fields.lazy()).collect()
+    fields = fields.join(formats, on="fid", how="left").join(
+        good.select("fid", "line_no", "line", "omitted_bytes"), on=["fid", "line_no"]
+    )
+    con.register("batch_content", content_arrays(fields.lazy()).collect().to_arrow())
+    try:
+        blocks = fetch_pl(con, sql("extract_content_blocks"))
+    finally:
+        con.unregister("batch_content")
+    return fields, blocks, formats
+
+
+def _looks_binary(data: bytes) -> bool:
+    return b"\x00" in data[:65536]
+
+
+def _file_quarantine(
+    fid: int, reason: str, detail: str | None, size: int, *, rules: RuleSet
+) -> dict[str, object]:
+    return {
+        "file_id": fid,
+        "line_no": None,
+        "reason": reason,
+        "detail": redact_text(detail, rules=rules)[:QUARANTINE_EXCERPT_CHARS] if detail else None,
+        "excerpt": None,
+        "bytes": size,
+    }
+
+
+def _write(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    files: pl.DataFrame,
+    rollouts: pl.DataFrame,
+    items: pl.DataFrame,
+    quarantine: pl.DataFrame,
+    run_id: str,
+    hits: dict[str, int],
+) -> None:
+    at = now()
+    params = {"fids": files["file_id"].to_list(), "run_id": run_id, "at": at}
+    con.execute("begin transaction")
+    try:
+        con.register("b_files", files.to_arrow())
+        con.register("b_rollouts", rollouts.to_arrow())
+        con.register("b_items", items.to_arrow())
+        con.register("b_quarantine", quarantine.to_arrow())
+        con.execute(
+            "delete from items where file_id = any($fids::bigint[])", {"fids": params["fids"]}
+        )
+        con.execute(
+            "delete from rollouts where file_id = any($fids::bigint[])", {"fids": params["fids"]}
+        )
+        con.execute(
+            "delete from quarantine where file_id = any($fids::bigint[])", {"fids": params["fids"]}
+        )
+        con.execute(sql("upsert_files"), {"run_id": run_id, "at": at})
+        con.execute(sql("insert_rollouts"), {"run_id": run_id, "at": at})
+        con.execute(sql("insert_items"))
+        con.execute(sql("insert_quarantine"), {"run_id": run_id, "at": at})
+        for rule_id, n in hits.items():
+            con.execute(
+                "insert into redaction_hits (run_id, stage, rule_id, hits) "
+                "values ($run_id, 'ingest', $rule_id, $hits) "
+                "on conflict do update set hits = redaction_hits.hits + excluded.hits",
+                {"run_id": run_id, "rule_id": rule_id, "hits": n},
+            )
+        con.execute("commit")
+    except BaseException:
+        con.execute("rollback")
+        raise
+    finally:
+        for name in ("b_files", "b_rollouts", "b_items", "b_quarantine"):
+            con.unregister(name)

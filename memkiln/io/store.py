@@ -1,0 +1,163 @@
+"""The DuckDB store: opening (with migrations), named SQL, and run records.
+
+One process at a time can hold a DuckDB file; memkiln's flow process is that single writer.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from datetime import UTC, datetime
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+
+from memkiln.constants import SCHEMA_VERSION
+from memkiln.errors import StoreError, StoreLockedError
+
+_SCHEMA_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+#: Counter columns of the ``runs`` table a run may set (an allow-list for identifiers).
+RUN_COUNTERS = (
+    "files_seen",
+    "files_new",
+    "files_changed",
+    "files_skipped",
+    "files_failed",
+    "bytes_read",
+    "rollouts",
+    "items",
+    "quarantined",
+)
+
+
+def _sql_dir(kind: str) -> resources.abc.Traversable:
+    return resources.files("memkiln") / "sql" / kind
+
+
+@cache
+def sql(name: str) -> str:
+    """The text of ``sql/queries/<name>.sql``."""
+    return (_sql_dir("queries") / f"{name}.sql").read_text(encoding="utf-8")
+
+
+def schema_files() -> list[tuple[int, str, str]]:
+    """``(version, name, text)`` of every schema file, in order."""
+    out = []
+    for entry in _sql_dir("schema").iterdir():
+        m = _SCHEMA_FILE.match(entry.name)
+        if m:
+            out.append((int(m.group(1)), m.group(2), entry.read_text(encoding="utf-8")))
+    return sorted(out)
+
+
+def open_store(path: Path | str, *, read_only: bool = False) -> duckdb.DuckDBPyConnection:
+    """Open (creating if needed) the DuckDB file and bring its schema up to date."""
+    target = Path(path)
+    if str(path) != ":memory:":
+        if target.exists() and target.is_dir():
+            raise StoreError(f"database path {target} is a directory; give a file path")
+        parent = target.parent
+        if not read_only:
+            try:
+                parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot create the database directory {parent}: {exc.strerror}"
+                ) from exc
+    try:
+        con = duckdb.connect(str(path), read_only=read_only)
+    except duckdb.IOException as exc:
+        message = str(exc)
+        if "lock" in message.lower():
+            raise StoreLockedError(
+                f"{target} is in use by another process (DuckDB allows one at a time); "
+                "wait for it to finish or work on a copy of the file"
+            ) from exc
+        raise StoreError(f"cannot open database {target}: {message.splitlines()[0]}") from exc
+    except duckdb.Error as exc:
+        raise StoreError(f"cannot open database {target}: {str(exc).splitlines()[0]}") from exc
+    if not read_only:
+        migrate(con)
+    return con
+
+
+def migrate(con: duckdb.DuckDBPyConnection) -> int:
+    """Apply the schema files this database has not seen; recreate the views. Returns the
+    schema version."""
+    con.execute((_sql_dir("schema") / "0001_schema_migrations.sql").read_text("utf-8"))
+    applied = {row[0] for row in con.execute("select version from schema_migrations").fetchall()}
+    known = schema_files()
+    if applied - {version for version, _, _ in known}:
+        raise StoreError("this database was written by a newer memkiln; upgrade memkiln")
+    for version, name, text in known:
+        if version in applied:
+            continue
+        con.execute("begin transaction")
+        try:
+            con.execute(text)
+            con.execute(
+                "insert into schema_migrations (version, name) values ($version, $name)",
+                {"version": version, "name": name},
+            )
+            con.execute("commit")
+        except duckdb.Error:
+            con.execute("rollback")
+            raise
+    for entry in sorted(_sql_dir("views").iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".sql"):
+            con.execute(entry.read_text(encoding="utf-8"))
+    return SCHEMA_VERSION
+
+
+def now() -> datetime:
+    return datetime.now(UTC)
+
+
+def start_run(con: duckdb.DuckDBPyConnection, *, command: str, archive: str | None = None) -> str:
+    """Record a new run as ``running`` and return its id."""
+    run_id = uuid.uuid4().hex
+    con.execute(
+        "insert into runs (run_id, command, archive, started_at, status) "
+        "values ($run_id, $command, $archive, $started_at, 'running')",
+        {"run_id": run_id, "command": command, "archive": archive, "started_at": now()},
+    )
+    return run_id
+
+
+def finish_run(
+    con: duckdb.DuckDBPyConnection,
+    run_id: str,
+    *,
+    status: str,
+    counts: dict[str, int],
+    error: str | None = None,
+) -> None:
+    """Close a run with its status and counters."""
+    unknown = set(counts) - set(RUN_COUNTERS)
+    if unknown:
+        raise ValueError(f"unknown run counters: {sorted(unknown)}")
+    assignments = ", ".join(f"{name} = ${name}" for name in counts)
+    params: dict[str, Any] = {**counts, "run_id": run_id, "status": status, "error": error}
+    params["ended_at"] = now()
+    extra = f", {assignments}" if assignments else ""
+    con.execute(
+        f"update runs set status = $status, error = $error, ended_at = $ended_at{extra} "
+        "where run_id = $run_id",
+        params,
+    )
+
+
+def table_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """Row counts of the stage tables (for summaries and idempotency checks)."""
+    names = ("files", "rollouts", "items", "quarantine")
+    return {name: con.execute(f"select count(*) from {name}").fetchall()[0][0] for name in names}
+
+
+def fetch_pl(con: duckdb.DuckDBPyConnection, query: str, params: Any = None) -> pl.DataFrame:
+    """Run a query and return a Polars frame (through Arrow, no Python rows)."""
+    return pl.from_arrow(con.sql(query, params=params).to_arrow_table())  # type: ignore[return-value]

@@ -1,0 +1,30 @@
+-- Insert the sessions of a batch (b_rollouts); their earlier rows were deleted by file.
+insert into rollouts by name
+select
+    rollout_id,
+    fid as file_id,
+    path,
+    format,
+    source,
+    originator,
+    cli_version,
+    cwd,
+    project_key,
+    git_repository_url,
+    git_branch,
+    git_commit,
+    started_at,
+    updated_at,
+    memory_mode,
+    parent_id,
+    forked_from_id,
+    is_subagent,
+    n_lines,
+    n_items,
+    n_user_messages,
+    n_tool_calls,
+    n_quarantined,
+    omitted_bytes,
+    $at as ingested_at,
+    $run_id as run_id
+from b_rollouts;

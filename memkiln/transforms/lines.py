@@ -1,0 +1,145 @@
+"""From raw file bytes to a frame of lines, and the per-line decisions before parsing.
+
+``split_lines`` turns a batch of decompressed files into one Arrow-backed frame (one row per
+line) without a Python loop over lines. ``clean_lines`` replaces blobs by size notes and
+redacts every line. ``classify_lines`` decides, from the JSON validity DuckDB reports, which
+lines are items and which go to quarantine, with a fixed reason.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from memkiln.constants import BLOB_MIN_CHARS, QUARANTINE_EXCERPT_CHARS
+from memkiln.transforms.redact import RuleSet, redact_expr
+
+#: A JSON string that is only a (possibly data-URL prefixed) base64 blob.
+BLOB_PATTERN = (
+    r'"(?:data:[A-Za-z0-9/+.\-]+;base64,)?[A-Za-z0-9+/=_\-]{' + str(BLOB_MIN_CHARS) + r',}"'
+)
+BLOB_NOTE = '"[omitted blob]"'
+
+LINE_SCHEMA = {
+    "fid": pl.Int64,
+    "line_no": pl.Int32,
+    "line": pl.String,
+    "lossy": pl.String,
+    "nbytes": pl.Int64,
+    "unterminated": pl.Boolean,
+}
+
+
+def split_lines(chunks: Sequence[tuple[int, bytes]]) -> pl.DataFrame:
+    """One row per line of every ``(fid, data)`` chunk.
+
+    ``line`` is null where the bytes are not valid UTF-8; ``lossy`` then holds them decoded
+    with replacement characters (for the quarantine excerpt). ``unterminated`` marks the last line
+    of a file that does not end with a newline (a line still being written, or cut off).
+    Blank lines are kept here (they count for line numbers) and dropped by ``classify_lines``.
+    """
+    fids: list[int] = []
+    counts: list[int] = []
+    unterminated_fids: list[int] = []
+    pieces: list[bytes] = []
+    for fid, data in chunks:
+        if not data:
+            continue
+        n = data.count(b"\n")
+        if not data.endswith(b"\n"):
+            n += 1
+            unterminated_fids.append(fid)
+            data += b"\n"
+        fids.append(fid)
+        counts.append(n)
+        pieces.append(data)
+    if not pieces:
+        return pl.DataFrame(schema=LINE_SCHEMA)
+    buf = b"".join(pieces)
+    del pieces
+    raw = pc.split_pattern(pa.array([buf], pa.large_binary()), b"\n").flatten()
+    raw = raw.slice(0, len(raw) - 1)  # the empty piece after the final newline
+    del buf
+    binary = pl.Series("raw", raw, dtype=pl.Binary)
+    text, lossy = _decode_utf8(binary)
+    frame = pl.DataFrame({"fid": fids, "n": counts}, schema={"fid": pl.Int64, "n": pl.Int64})
+    fid_col = frame.select(pl.col("fid").repeat_by("n")).explode("fid").to_series()
+    lines = pl.DataFrame(
+        {"fid": fid_col, "line": text, "lossy": lossy, "nbytes": binary.bin.size()}
+    )
+    return (
+        lines.with_columns(
+            line_no=(pl.int_range(pl.len(), dtype=pl.Int32).over("fid") + 1),
+        )
+        .with_columns(
+            unterminated=pl.col("fid").is_in(unterminated_fids)
+            & (pl.col("line_no") == pl.col("line_no").max().over("fid")),
+            line=pl.col("line").str.strip_suffix("\r"),
+            nbytes=pl.col("nbytes").cast(pl.Int64),
+        )
+        .select(LINE_SCHEMA.keys())
+    )
+
+
+def _decode_utf8(binary: pl.Series) -> tuple[pl.Series, pl.Series]:
+    """Decode every line: ``(line, lossy)``. Only when some line is not UTF-8 is there a
+    Python loop, and then ``line`` is null and ``lossy`` set for those lines."""
+    try:
+        return binary.cast(pl.String).rename("line"), pl.Series(
+            "lossy", [None] * len(binary), dtype=pl.String
+        )
+    except (pl.exceptions.InvalidOperationError, pl.exceptions.ComputeError):
+        pass
+    decoded: list[str | None] = []
+    lossy: list[str | None] = []
+    for value in binary.to_list():
+        try:
+            decoded.append(value.decode("utf-8"))
+            lossy.append(None)
+        except UnicodeDecodeError:
+            decoded.append(None)
+            lossy.append(value[:4096].decode("utf-8", errors="replace"))
+    return pl.Series("line", decoded, dtype=pl.String), pl.Series("lossy", lossy, dtype=pl.String)
+
+
+def clean_lines(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
+    """Replace base64 blobs by a note, then redact secrets, in the ``line`` column.
+
+    Adds ``omitted_bytes`` (bytes removed as blobs). Lines are whole JSON texts; both steps
+    keep a valid JSON line valid (the redaction rules never touch a quote or an escape).
+    """
+    without_blobs = pl.col("line").str.replace_all(BLOB_PATTERN, BLOB_NOTE)
+    return lf.with_columns(
+        omitted_bytes=(pl.col("line").str.len_bytes() - without_blobs.str.len_bytes()).cast(
+            pl.Int32
+        ),
+        line=redact_expr(without_blobs, rules=rules),
+        lossy=redact_expr(pl.col("lossy"), rules=rules),
+    )
+
+
+def classify_lines(lf: pl.LazyFrame) -> pl.LazyFrame:
+    """Give each line a ``reason``: null for a JSON object, else why it is quarantined.
+
+    Expects ``valid`` (the line is valid JSON, from DuckDB's parser). Blank lines are dropped.
+    """
+    stripped = pl.col("line").str.strip_chars()
+    return lf.filter(pl.col("line").is_null() | (stripped.str.len_bytes() > 0)).with_columns(
+        reason=pl.when(pl.col("line").is_null())
+        .then(pl.lit("invalid_utf8"))
+        .when(pl.col("valid") & stripped.str.starts_with("{"))
+        .then(pl.lit(None, dtype=pl.String))
+        .when(pl.col("valid"))
+        .then(pl.lit("not_an_object"))
+        .when(pl.col("unterminated"))
+        .then(pl.lit("truncated_line"))
+        .otherwise(pl.lit("invalid_json"))
+    )
+
+
+def excerpt_expr() -> pl.Expr:
+    """A short excerpt of an already redacted line, for the quarantine table."""
+    return pl.coalesce("line", "lossy").str.slice(0, QUARANTINE_EXCERPT_CHARS)

@@ -1,0 +1,59 @@
+"""Which discovered files to read: a pure decision over fingerprints."""
+
+from __future__ import annotations
+
+import polars as pl
+
+FOUND_SCHEMA = {"path": pl.String, "size": pl.Int64, "mtime_ns": pl.Int64}
+KNOWN_SCHEMA = {"file_id": pl.Int64, "path": pl.String, "size": pl.Int64, "mtime_ns": pl.Int64}
+
+
+def plan_files(found: pl.DataFrame, known: pl.DataFrame) -> pl.DataFrame:
+    """Classify every discovered file as ``new``, ``changed`` or ``unchanged``.
+
+    A file is unchanged when its path, size and mtime equal the last ingest's; anything
+    else about a known path is a change (a resumed session grows; a rewritten one may not).
+    Returns ``path, size, mtime_ns, file_id, action``; ``file_id`` is kept for known files
+    and freshly numbered (after the highest known id) for new ones.
+    """
+    joined = found.join(
+        known.rename({"size": "old_size", "mtime_ns": "old_mtime_ns"}), on="path", how="left"
+    )
+    next_id = (known["file_id"].max() or 0) + 1 if known.height else 1
+    action = (
+        pl.when(pl.col("file_id").is_null())
+        .then(pl.lit("new"))
+        .when(
+            (pl.col("size") == pl.col("old_size")) & (pl.col("mtime_ns") == pl.col("old_mtime_ns"))
+        )
+        .then(pl.lit("unchanged"))
+        .otherwise(pl.lit("changed"))
+    )
+    new_rank = pl.col("file_id").is_null().cast(pl.Int64).cum_sum()
+    return (
+        joined.with_columns(action=action)
+        .with_columns(
+            file_id=pl.coalesce(
+                pl.col("file_id"),
+                pl.when(pl.col("action") == "new").then(new_rank + next_id - 1),
+            )
+        )
+        .select("path", "size", "mtime_ns", "file_id", "action")
+    )
+
+
+def batches(plan: pl.DataFrame, *, max_bytes: int, max_files: int) -> list[pl.DataFrame]:
+    """Split the files to read into batches of bounded size (a large file is a batch alone)."""
+    todo = plan.filter(pl.col("action") != "unchanged")
+    out: list[pl.DataFrame] = []
+    start = 0
+    total = 0
+    sizes = todo["size"].to_list()
+    for i, size in enumerate(sizes):
+        if i > start and (total + size > max_bytes or i - start >= max_files):
+            out.append(todo.slice(start, i - start))
+            start, total = i, 0
+        total += size
+    if start < len(sizes):
+        out.append(todo.slice(start, len(sizes) - start))
+    return out

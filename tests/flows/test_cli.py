@@ -1,0 +1,75 @@
+"""The command line as a user meets it: help text, one-line errors, exit codes."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer.main
+
+from memkiln.flows.cli import app
+
+
+def memkiln(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "memkiln.flows.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def command_names() -> list[str]:
+    return sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("name", command_names())
+def test_every_command_has_help_that_explains_each_option(name: str) -> None:
+    group = typer.main.get_command(app)
+    command = group.commands[name]  # type: ignore[attr-defined]
+    assert command.help, f"{name} has no help text"
+    for param in command.params:
+        if param.param_type_name == "option" and param.name != "help":
+            assert param.help, f"{name} --{param.name} has no help text"
+    result = memkiln(name, "--help")
+    assert result.returncode == 0
+    assert "Usage" in result.stdout
+
+
+def test_missing_archive_is_one_line_and_exit_code_2(tmp_path: Path) -> None:
+    result = memkiln(
+        "ingest", "--archive", str(tmp_path / "nope"), "--db", str(tmp_path / "m.duckdb")
+    )
+    assert result.returncode == 2
+    assert "does not exist" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_unwritable_database_path_is_one_line_and_exit_code_2(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a directory")
+    result = memkiln("ingest", "--archive", str(sample_archive), "--db", str(blocker / "m.duckdb"))
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+    assert "database" in result.stderr
+
+
+def test_ingest_runs_as_a_prefect_flow_and_prints_its_summary(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "m.duckdb"
+    result = memkiln("ingest", "--archive", str(sample_archive), "--db", str(db), "--no-progress")
+    assert result.returncode == 0, result.stderr
+    assert "rollouts written" in result.stdout
+    assert "files seen" in result.stdout
+    status = memkiln("status", "--db", str(db))
+    assert status.returncode == 0, status.stderr
+    assert "rollouts: 8" in status.stdout

@@ -1,0 +1,299 @@
+"""End-to-end ingest over real files in temp dirs and a real DuckDB file."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from memkiln.flows.ingest import IngestSummary, ingest_archive
+from memkiln.io.store import table_counts
+from memkiln.settings import Settings
+
+
+def run_ingest(archive: Path, db: Path, **kw: int) -> IngestSummary:
+    return ingest_archive(Settings(archive=archive, db=db, **kw))
+
+
+def counts(db: Path) -> dict[str, int]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return table_counts(con)
+
+
+def holds_a_session(path: Path) -> bool:
+    """Independent of memkiln's code: does any line of the file name a session?"""
+    with path.open("rb") as fh:
+        for raw in fh:
+            try:
+                obj = json.loads(raw)
+            except ValueError:
+                continue
+            if not isinstance(obj, dict):
+                continue
+            payload = obj.get("payload")
+            if obj.get("type") == "session_meta" and isinstance(payload, dict):
+                return True
+            if "type" not in obj and "id" in obj and "timestamp" in obj:
+                return True  # legacy Codex header line
+            if obj.get("sessionId") or (obj.get("type") == "session" and obj.get("id")):
+                return True
+    return False
+
+
+@pytest.mark.corpus
+def test_every_corpus_file_ingests_and_each_session_file_is_one_rollout(
+    rollout_corpus: Path, tmp_path: Path
+) -> None:
+    archive = tmp_path / "corpus"
+    shutil.copytree(rollout_corpus, archive)
+    files = sorted(archive.rglob("*.jsonl"))
+    with_session = [f for f in files if holds_a_session(f)]
+
+    summary = run_ingest(archive, tmp_path / "m.duckdb")
+
+    assert summary.files_seen == len(files)
+    assert summary.rollouts == len(with_session)
+    with duckdb.connect(str(tmp_path / "m.duckdb"), read_only=True) as con:
+        by_format = dict(con.execute("select format, count(*) from rollouts group by 1").fetchall())
+        assert set(by_format) == {"codex", "claude", "pi"}
+        # the corpus' known corrupt lines (two objects on one line, an invalid escape)
+        reasons = con.execute("select reason, count(*) from quarantine group by 1").fetchall()
+        assert dict(reasons) == {"invalid_json": 3}
+        # no encrypted reasoning blob reaches the store
+        blob = con.execute(
+            'select count(*) from items where payload_json like \'%"encrypted_content":"gAAAA%\''
+        ).fetchone()[0]
+        assert blob == 0
+
+
+def test_second_run_reads_nothing_and_changes_no_count(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "m.duckdb"
+    first = run_ingest(sample_archive, db)
+    before = counts(db)
+    second = run_ingest(sample_archive, db)
+
+    assert first.files_new == first.files_seen > 0
+    assert second.files_skipped == second.files_seen == first.files_seen
+    assert second.bytes_read == 0 and second.items == 0
+    assert counts(db) == before
+
+
+def test_appending_to_one_rollout_rereads_only_it_and_adds_only_new_items(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "m.duckdb"
+    run_ingest(sample_archive, db)
+    before = counts(db)
+    target = sorted((sample_archive / "sessions").rglob("*.jsonl"))[-1]
+    extra = [
+        {
+            "timestamp": "2026-11-01T10:00:00.000Z",
+            "type": "response_item",
+            "payload": {
+                "type": "message",
+                "role": "user",
+                "content": [{"type": "input_text", "text": "please also add a changelog entry"}],
+            },
+        },
+        {
+            "timestamp": "2026-11-01T10:00:05.000Z",
+            "type": "response_item",
+            "payload": {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "Added it under Unreleased."}],
+            },
+        },
+    ]
+    with target.open("a", encoding="utf-8") as fh:
+        for obj in extra:
+            fh.write(json.dumps(obj) + "\n")
+
+    again = run_ingest(sample_archive, db)
+
+    assert again.files_changed == 1 and again.files_new == 0
+    assert again.files_skipped == again.files_seen - 1
+    after = counts(db)
+    assert after["items"] == before["items"] + 2
+    assert after["rollouts"] == before["rollouts"]
+    assert after["files"] == before["files"]
+    with duckdb.connect(str(db), read_only=True) as con:
+        last = con.execute(
+            "select text, updated_at from items join rollouts using (rollout_id) "
+            "where rollouts.path = $p order by seq desc limit 1",
+            parameters={"p": str(target)},
+        ).fetchone()
+    assert last[0] == "Added it under Unreleased."
+    assert last[1].year == 2026 and last[1].month == 11
+
+
+def write_bad_archive(root: Path) -> dict[str, str]:
+    """An archive with every kind of damage; returns file -> expected reason."""
+    sessions = root / "sessions" / "2026" / "01" / "02"
+    sessions.mkdir(parents=True)
+    meta = {
+        "timestamp": "2026-01-02T03:04:05.000Z",
+        "type": "session_meta",
+        "payload": {"id": "", "cwd": "/work/app", "originator": "codex_cli_rs", "source": "cli"},
+    }
+
+    def session(uid: str, texts: list[str]) -> bytes:
+        lines = [json.dumps({**meta, "payload": {**meta["payload"], "id": uid}})]
+        for t in texts:
+            lines.append(
+                json.dumps(
+                    {
+                        "timestamp": "2026-01-02T03:04:06.000Z",
+                        "type": "response_item",
+                        "payload": {
+                            "type": "message",
+                            "role": "user",
+                            "content": [{"type": "input_text", "text": t}],
+                        },
+                    }
+                )
+            )
+        return ("\n".join(lines) + "\n").encode()
+
+    uid = "019b0000-0000-7000-8000-00000000000{}"
+    (sessions / "rollout-truncated.jsonl").write_bytes(
+        session(uid.format(1), ["first", "second"])
+        + b'{"timestamp":"2026-01-02T03:04:07.000Z","type":"respo'
+    )
+    bad_utf8 = (
+        session(uid.format(2), ["ok one"])
+        + b'{"type":"event_msg","payload":{"message":"\xff\xfe bad"}}\n'
+    )
+    bad_utf8 += session(uid.format(2), ["ok two"]).split(b"\n", 1)[1]
+    (sessions / "rollout-badutf8.jsonl").write_bytes(bad_utf8)
+    (sessions / "rollout-empty.jsonl").write_bytes(b"")
+    (sessions / "rollout-binary.jsonl").write_bytes(bytes(range(256)) * 64)
+    noisy = [f"zipped {i} " + os.urandom(300).hex() for i in range(50)]
+    good_gz = gzip.compress(session(uid.format(3), noisy))
+    (sessions / "rollout-corrupt.jsonl.gz").write_bytes(good_gz[: len(good_gz) // 2])
+    big_text = "long tool output line\n" * (50 * 1024 * 1024 // 22)
+    (sessions / "rollout-huge.jsonl").write_bytes(
+        session(uid.format(4), [big_text, "after the big one"])
+    )
+    (sessions / "rollout-array.jsonl").write_bytes(
+        session(uid.format(5), ["fine"]) + b"[1, 2, 3]\n"
+    )
+    return {
+        "rollout-truncated.jsonl": "truncated_line",
+        "rollout-badutf8.jsonl": "invalid_utf8",
+        "rollout-binary.jsonl": "binary_file",
+        "rollout-corrupt.jsonl.gz": "corrupt_compressed",
+        "rollout-array.jsonl": "not_an_object",
+    }
+
+
+def test_damaged_files_are_quarantined_and_their_good_lines_kept(tmp_path: Path) -> None:
+    archive = tmp_path / "archive"
+    expected = write_bad_archive(archive)
+    db = tmp_path / "m.duckdb"
+
+    summary = run_ingest(archive, db)
+
+    assert summary.files_seen == 7
+    with duckdb.connect(str(db), read_only=True) as con:
+        got = {
+            (Path(p).name, r)
+            for p, r in con.execute("select path, reason from quarantine").fetchall()
+        }
+    # the half gzip stream also ends in the middle of a line
+    assert got == set(expected.items()) | {("rollout-corrupt.jsonl.gz", "truncated_line")}
+    assert summary.quarantined == len(got)
+    with duckdb.connect(str(db), read_only=True) as con:
+        user_texts = {
+            Path(p).name: n
+            for p, n in con.execute(
+                "select r.path, count(*) from items i join rollouts r using (rollout_id) "
+                "where i.item_type = 'message' group by 1"
+            ).fetchall()
+        }
+        statuses = dict(
+            (Path(p).name, s) for p, s in con.execute("select path, status from files").fetchall()
+        )
+        big = con.execute(
+            "select length(text) from items where text like 'long tool output%' limit 1"
+        ).fetchone()
+    assert user_texts["rollout-truncated.jsonl"] == 2
+    assert user_texts["rollout-badutf8.jsonl"] == 2
+    assert user_texts["rollout-huge.jsonl"] == 2
+    assert user_texts["rollout-array.jsonl"] == 1
+    assert user_texts.get("rollout-corrupt.jsonl.gz", 0) >= 1  # what decompressed before the damage
+    assert big[0] == len("long tool output line\n" * (50 * 1024 * 1024 // 22))
+    assert statuses["rollout-empty.jsonl"] == "empty"
+    assert statuses["rollout-binary.jsonl"] == "binary"
+    assert statuses["rollout-truncated.jsonl"] == "partial"
+
+
+def test_runs_table_records_each_run_with_its_counts(sample_archive: Path, tmp_path: Path) -> None:
+    db = tmp_path / "m.duckdb"
+    first = run_ingest(sample_archive, db)
+    run_ingest(sample_archive, db)
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.execute(
+            "select status, files_seen, files_new, files_skipped, rollouts, items "
+            "from runs order by started_at"
+        ).fetchall()
+    assert rows == [
+        ("succeeded", first.files_seen, first.files_seen, 0, first.rollouts, first.items),
+        ("succeeded", first.files_seen, 0, first.files_seen, 0, 0),
+    ]
+
+
+def test_same_repository_cloned_twice_is_one_project(tmp_path: Path) -> None:
+    archive = tmp_path / "archive" / "sessions"
+    archive.mkdir(parents=True)
+    for i, (cwd, url) in enumerate(
+        [
+            ("/home/a/src/app", "git@github.com:acme/app.git"),
+            ("/tmp/app2", "https://github.com/acme/app"),
+        ]
+    ):
+        meta = {
+            "timestamp": "2026-01-02T03:04:05.000Z",
+            "type": "session_meta",
+            "payload": {
+                "id": f"019b0000-0000-7000-8000-00000000001{i}",
+                "cwd": cwd,
+                "source": "cli",
+                "git": {"repository_url": url, "branch": "main", "commit_hash": "a" * 40},
+            },
+        }
+        (archive / f"rollout-{i}.jsonl").write_text(json.dumps(meta) + "\n")
+    run_ingest(tmp_path / "archive", tmp_path / "m.duckdb")
+    with duckdb.connect(str(tmp_path / "m.duckdb"), read_only=True) as con:
+        keys = con.execute("select distinct project_key from rollouts").fetchall()
+    assert keys == [("github.com/acme/app",)]
+
+
+def test_a_file_moved_to_archived_sessions_is_not_a_second_rollout(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "m.duckdb"
+    first = run_ingest(sample_archive, db)
+    src = sorted((sample_archive / "sessions").rglob("rollout-*.jsonl"))[0]
+    dest = sample_archive / "archived_sessions" / src.name
+    dest.parent.mkdir()
+    shutil.copy2(src, dest)
+    os.utime(dest, ns=(src.stat().st_atime_ns, src.stat().st_mtime_ns + 1))
+
+    second = run_ingest(sample_archive, db)
+
+    assert second.files_new == 1
+    with duckdb.connect(str(db), read_only=True) as con:
+        n = con.execute("select count(*) from rollouts").fetchone()[0]
+        dup = con.execute(
+            "select reason from quarantine where path = $p", parameters={"p": str(dest)}
+        )
+        assert dup.fetchall() == [("duplicate_rollout",)]
+    assert n == first.rollouts

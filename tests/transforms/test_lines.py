@@ -1,0 +1,79 @@
+"""Splitting raw bytes into lines and classifying them."""
+
+from __future__ import annotations
+
+import polars as pl
+from polars.testing import assert_frame_equal
+
+from memkiln.transforms.lines import BLOB_NOTE, classify_lines, clean_lines, split_lines
+from memkiln.transforms.redact import load_rules
+
+
+def test_split_lines_numbers_lines_per_file_and_marks_an_unterminated_last_line() -> None:
+    out = split_lines([(1, b'{"a":1}\r\n{"b":2}\n'), (2, b"x\n\ny"), (3, b"")])
+    assert_frame_equal(
+        out.select("fid", "line_no", "line", "unterminated"),
+        pl.DataFrame(
+            {
+                "fid": [1, 1, 2, 2, 2],
+                "line_no": [1, 2, 1, 2, 3],
+                "line": ['{"a":1}', '{"b":2}', "x", "", "y"],
+                "unterminated": [False, False, False, False, True],
+            },
+            schema={
+                "fid": pl.Int64,
+                "line_no": pl.Int32,
+                "line": pl.String,
+                "unterminated": pl.Boolean,
+            },
+        ),
+    )
+
+
+def test_invalid_utf8_line_is_null_with_a_lossy_copy_and_its_neighbours_survive() -> None:
+    out = split_lines([(7, b'{"ok":1}\n{"bad":"\xff\xfe"}\n{"ok":2}\n')])
+    assert out["line"].to_list() == ['{"ok":1}', None, '{"ok":2}']
+    assert out["lossy"].to_list()[1] == '{"bad":"\ufffd\ufffd"}'
+    assert out["nbytes"].to_list() == [8, 12, 8]
+
+
+def test_classify_lines_gives_each_bad_line_a_fixed_reason_and_drops_blank_lines() -> None:
+    frame = pl.DataFrame(
+        {
+            "line": ['{"a":1}', "[1,2]", "{bad", "", None, '{"trunc'],
+            "valid": [True, True, False, False, None, False],
+            "unterminated": [False, False, False, False, False, True],
+        }
+    )
+    out = classify_lines(frame.lazy()).collect()
+    assert out["reason"].to_list() == [
+        None,
+        "not_an_object",
+        "invalid_json",
+        "invalid_utf8",
+        "truncated_line",
+    ]
+
+
+def test_clean_lines_replaces_base64_blobs_by_a_note_and_counts_the_bytes() -> None:
+    blob = "gAAAAB" + "Qk9PTUVSQU5H" * 100
+    line = '{"type":"reasoning","encrypted_content":"' + blob + '","summary":[]}'
+    frame = pl.DataFrame(
+        {"line": [line], "lossy": [None]}, schema={"line": pl.String, "lossy": pl.String}
+    )
+    out = clean_lines(frame.lazy(), rules=load_rules()).collect()
+    assert (
+        out["line"][0] == '{"type":"reasoning","encrypted_content":' + BLOB_NOTE + ',"summary":[]}'
+    )
+    assert out["omitted_bytes"][0] == len(blob) + 2 - len(BLOB_NOTE)
+
+
+def test_clean_lines_keeps_ordinary_long_text() -> None:
+    text = "a sentence with spaces " * 100
+    frame = pl.DataFrame(
+        {"line": ['{"t":"' + text + '"}'], "lossy": [None]},
+        schema={"line": pl.String, "lossy": pl.String},
+    )
+    out = clean_lines(frame.lazy(), rules=load_rules()).collect()
+    assert out["line"][0] == '{"t":"' + text + '"}'
+    assert out["omitted_bytes"][0] == 0
