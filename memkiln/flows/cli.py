@@ -137,6 +137,63 @@ def _print_ingest_summary(summary, settings: Settings) -> None:  # type: ignore[
         )
 
 
+@app.command("render-input")
+def render_input(
+    file: Annotated[
+        Path,
+        typer.Argument(
+            help="One rollout file (.jsonl, .jsonl.gz or .jsonl.zst) of any supported format.",
+            show_default=False,
+        ),
+    ],
+    context_window: Annotated[
+        int | None,
+        typer.Option(
+            "--context-window",
+            help="The model's context window in tokens; the rollout contents get 95% x 70% "
+            "of it. Without it the budget is 150,000 tokens.",
+            min=1000,
+        ),
+    ] = None,
+    show_system: Annotated[
+        bool,
+        typer.Option("--system", help="Print the system prompt before the user message."),
+    ] = False,
+) -> None:
+    """Print the exact stage-one user message a model would get for one rollout file.
+
+    The message goes to stdout; the token count and the truncation decision go to stderr.
+    Nothing is stored and no model is called: this is the audit of what a model would see.
+    """
+    from memkiln.io.preview import stage_one_input_for_file
+    from memkiln.transforms.redact import load_rules
+
+    result, facts = stage_one_input_for_file(
+        file, context_window=context_window, rules=load_rules()
+    )
+    if show_system:
+        sys.stdout.write(result.system)
+        sys.stdout.write("\n")
+    sys.stdout.write(result.user)
+    sys.stdout.flush()
+    t = result.truncation
+    err = Console(stderr=True)
+    err.print(
+        f"{facts['format']} rollout {facts['rollout_id']}: contents {t.tokens_before:,} tokens, "
+        f"budget {t.budget:,}; "
+        + (
+            f"truncated in the middle, {t.removed:,} tokens removed, {t.tokens_after:,} kept"
+            if t.truncated
+            else "not truncated"
+        )
+        + f"; user message {result.user_tokens:,} tokens (o200k_base)",
+        highlight=False,
+        soft_wrap=True,
+    )
+    if facts["quarantined_lines"]:
+        err.print(f"{facts['quarantined_lines']} unreadable line(s) were skipped", highlight=False)
+
+
 @app.command()
 def status(db: DbOpt = DEFAULT_DB) -> None:
     """Show what the DuckDB store holds: table sizes, projects and the last runs."""

@@ -113,64 +113,22 @@ def load_batch(
     result = BatchResult(files=len(reads), bytes_read=sum(len(d) for _, d in chunks))
     del reads
 
-    # 2. split into lines, count secrets, clean (blobs -> notes, secrets -> token)
-    lines = split_lines(chunks)
-    del chunks
-    result.hits = dict(
-        rule_hit_counts(lines.lazy(), column="line", rules=rules).collect().iter_rows()
-    )
-    cleaned = clean_lines(lines.lazy(), rules=rules).collect()
-    del lines
-
-    # 3. which lines are JSON objects (DuckDB's parser), the rest to quarantine
-    con.register("batch_all", cleaned.select("fid", "line_no", "line").to_arrow())
-    validity = fetch_pl(
+    # 2-5. split, redact, parse and normalize
+    norm = normalize_chunks(
         con,
-        "select fid, line_no, coalesce(json_valid(line), false) as valid from batch_all",
+        chunks,
+        files=files.select(fid="file_id", path="path"),
+        extra_quarantine=pl.DataFrame(whole_file_quarantine, schema=QUARANTINE_SCHEMA),
+        rules=rules,
     )
-    con.unregister("batch_all")
-    classified = classify_lines(
-        cleaned.lazy().join(validity.lazy(), on=["fid", "line_no"], how="left")
-    ).collect()
-    del cleaned, validity
-    good = classified.filter(pl.col("reason").is_null())
-    bad = classified.filter(pl.col("reason").is_not_null()).select(
-        file_id="fid",
-        line_no="line_no",
-        reason="reason",
-        detail=pl.lit(None, dtype=pl.String),
-        excerpt=excerpt_expr(),
-        bytes="nbytes",
+    del chunks
+    result.hits = norm.hits
+    items, rollouts, quarantine, per_file = (
+        norm.items,
+        norm.rollouts,
+        norm.quarantine,
+        norm.per_file,
     )
-    n_lines = classified.group_by("fid").agg(n_lines=pl.len())
-    del classified
-
-    # 4. parse every field of every good line in one pass
-    fields, blocks, formats = parse_lines(con, good)
-    del good
-
-    # 5. normalize into items and rollouts
-    items = build_items(fields.lazy(), blocks.lazy()).collect()
-    del blocks
-    quarantine = pl.concat(
-        [bad, pl.DataFrame(whole_file_quarantine, schema=QUARANTINE_SCHEMA)],
-        how="vertical_relaxed",
-    )
-    per_file = (
-        files.select(fid="file_id", path="path")
-        .join(formats, on="fid", how="left")
-        .join(n_lines, on="fid", how="left")
-        .join(
-            quarantine.group_by("file_id").agg(n_quarantined=pl.len()).rename({"file_id": "fid"}),
-            on="fid",
-            how="left",
-        )
-        .with_columns(pl.col("n_lines", "n_quarantined").fill_null(0).cast(pl.Int64))
-    )
-    rollouts = build_rollouts(
-        fields.lazy(), items.lazy(), per_file.filter(pl.col("format").is_not_null()).lazy()
-    ).collect()
-    del fields
 
     # 6. a session already held by another file (or twice in this batch) is a duplicate
     fids = files["file_id"].to_list()
@@ -271,6 +229,86 @@ def load_batch(
         pl.col("status").is_in(["corrupt", "binary", "unrecognized"])
     ).height
     return result
+
+
+@dataclass
+class Normalized:
+    """A batch after splitting, redaction, parsing and normalization (not yet written)."""
+
+    items: pl.DataFrame
+    rollouts: pl.DataFrame
+    quarantine: pl.DataFrame
+    per_file: pl.DataFrame  # fid, path, format, n_lines, n_quarantined
+    hits: dict[str, int]
+
+
+def normalize_chunks(
+    con: duckdb.DuckDBPyConnection,
+    chunks: list[tuple[int, bytes]],
+    *,
+    files: pl.DataFrame,
+    extra_quarantine: pl.DataFrame | None = None,
+    rules: RuleSet,
+) -> Normalized:
+    """Turn decompressed file bytes into redacted items and rollouts.
+
+    ``files`` has ``fid, path`` for every chunk; ``con`` is only used as DuckDB's JSON parser
+    (an in-memory connection will do).
+    """
+    # 2. split into lines, count secrets, clean (blobs -> notes, secrets -> token)
+    lines = split_lines(chunks)
+    hits = dict(rule_hit_counts(lines.lazy(), column="line", rules=rules).collect().iter_rows())
+    cleaned = clean_lines(lines.lazy(), rules=rules).collect()
+    del lines
+
+    # 3. which lines are JSON objects (DuckDB's parser), the rest to quarantine
+    con.register("batch_all", cleaned.select("fid", "line_no", "line").to_arrow())
+    try:
+        validity = fetch_pl(
+            con,
+            "select fid, line_no, coalesce(json_valid(line), false) as valid from batch_all",
+        )
+    finally:
+        con.unregister("batch_all")
+    classified = classify_lines(
+        cleaned.lazy().join(validity.lazy(), on=["fid", "line_no"], how="left")
+    ).collect()
+    del cleaned, validity
+    good = classified.filter(pl.col("reason").is_null())
+    bad = classified.filter(pl.col("reason").is_not_null()).select(
+        file_id="fid",
+        line_no="line_no",
+        reason="reason",
+        detail=pl.lit(None, dtype=pl.String),
+        excerpt=excerpt_expr(),
+        bytes="nbytes",
+    )
+    n_lines = classified.group_by("fid").agg(n_lines=pl.len())
+    del classified
+
+    # 4. parse every field of every good line in one pass
+    fields, blocks, formats = parse_lines(con, good)
+    del good
+
+    # 5. normalize into items and rollouts
+    items = build_items(fields.lazy(), blocks.lazy()).collect()
+    del blocks
+    parts = [bad] if extra_quarantine is None else [bad, extra_quarantine]
+    quarantine = pl.concat(parts, how="vertical_relaxed")
+    per_file = (
+        files.join(formats, on="fid", how="left")
+        .join(n_lines, on="fid", how="left")
+        .join(
+            quarantine.group_by("file_id").agg(n_quarantined=pl.len()).rename({"file_id": "fid"}),
+            on="fid",
+            how="left",
+        )
+        .with_columns(pl.col("n_lines", "n_quarantined").fill_null(0).cast(pl.Int64))
+    )
+    rollouts = build_rollouts(
+        fields.lazy(), items.lazy(), per_file.filter(pl.col("format").is_not_null()).lazy()
+    ).collect()
+    return Normalized(items, rollouts, quarantine, per_file, hits)
 
 
 def parse_lines(

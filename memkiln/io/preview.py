@@ -1,0 +1,79 @@
+"""Stage-one input for one rollout, from a file on disk or from the store."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from memkiln.errors import InputError
+from memkiln.io.archive import FileStat, read_file
+from memkiln.io.loader import normalize_chunks
+from memkiln.transforms.filtering import filter_memory_items
+from memkiln.transforms.prompts import StageOneInput, build_stage_one_input
+from memkiln.transforms.redact import RuleSet, redact_text
+from memkiln.transforms.render import render_items, rollout_contents
+
+
+def stage_one_input(
+    items: pl.DataFrame,
+    *,
+    rollout_path: str,
+    rollout_cwd: str | None,
+    context_window: int | None,
+    rules: RuleSet,
+) -> StageOneInput:
+    """Filter, render (redacted again) and budget one rollout's items into its messages."""
+    rendered = render_items(filter_memory_items(items.lazy()), rules=rules).collect()
+    return build_stage_one_input(
+        rollout_path=redact_text(rollout_path, rules=rules),
+        rollout_cwd=redact_text(rollout_cwd, rules=rules) if rollout_cwd else None,
+        rollout_contents=rollout_contents(rendered),
+        context_window=context_window,
+    )
+
+
+def stage_one_input_for_file(
+    path: Path, *, context_window: int | None, rules: RuleSet
+) -> tuple[StageOneInput, dict[str, object]]:
+    """The stage-one input for one rollout file of any format, without touching the store.
+
+    Returns the input and facts for the user (format, rollout id, quarantined lines).
+    """
+    if not path.is_file():
+        raise InputError(f"{path} is not a file")
+    st = os.stat(path)
+    fb = read_file(FileStat(str(path.resolve()), st.st_size, st.st_mtime_ns))
+    if not fb.data:
+        raise InputError(f"{path}: {fb.detail or 'the file is empty'}")
+    if b"\x00" in fb.data[:65536]:
+        raise InputError(f"{path} is a binary file, not a rollout")
+    with duckdb.connect(":memory:") as con:
+        norm = normalize_chunks(
+            con,
+            [(1, fb.data)],
+            files=pl.DataFrame({"fid": [1], "path": [str(path)]}),
+            rules=rules,
+        )
+    if norm.rollouts.is_empty():
+        raise InputError(
+            f"{path} holds no Codex, Claude Code or Pi session that memkiln recognizes"
+        )
+    rollout = norm.rollouts.row(0, named=True)
+    items = norm.items.with_columns(seq=pl.int_range(pl.len(), dtype=pl.Int32))
+    result = stage_one_input(
+        items,
+        rollout_path=str(path),
+        rollout_cwd=rollout["cwd"],
+        context_window=context_window,
+        rules=rules,
+    )
+    facts: dict[str, object] = {
+        "format": rollout["format"],
+        "rollout_id": rollout["rollout_id"],
+        "quarantined_lines": norm.quarantine.height,
+        "read_error": fb.error,
+    }
+    return result, facts

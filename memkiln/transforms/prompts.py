@@ -1,0 +1,64 @@
+"""Prompt builders: one function per template, each owning its budget.
+
+Templates are files in ``memkiln/templates`` rendered by jinja2 with ``StrictUndefined``, so a
+missing variable is an error, not an empty string.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import cache
+
+import jinja2
+
+from memkiln.transforms.tokens import Truncation, count_tokens, stage_one_budget, truncate_middle
+
+#: Bumped whenever a stage-one template changes what the model is asked; stored with outputs.
+STAGE_ONE_PROMPT_VERSION = "stage1-v1"
+
+
+@cache
+def environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.PackageLoader("memkiln", "templates"),
+        undefined=jinja2.StrictUndefined,
+        autoescape=False,
+        keep_trailing_newline=True,
+    )
+
+
+@dataclass(frozen=True)
+class StageOneInput:
+    """The two messages of a stage-one request and what the budget did."""
+
+    system: str
+    user: str
+    truncation: Truncation
+
+    @property
+    def user_tokens(self) -> int:
+        return count_tokens(self.user)
+
+    @property
+    def system_tokens(self) -> int:
+        return count_tokens(self.system)
+
+
+def build_stage_one_input(
+    *,
+    rollout_path: str,
+    rollout_cwd: str | None,
+    rollout_contents: str,
+    context_window: int | None,
+) -> StageOneInput:
+    """Render the stage-one system prompt and user message; the contents are cut in the
+    middle to ``context_window x 95% x 70%`` tokens (150,000 when the window is unknown)."""
+    contents, truncation = truncate_middle(rollout_contents, stage_one_budget(context_window))
+    env = environment()
+    system = env.get_template("stage_one_system.md").render()
+    user = env.get_template("stage_one_input.md").render(
+        rollout_path=rollout_path,
+        rollout_cwd=rollout_cwd or "unknown",
+        rollout_contents=contents,
+    )
+    return StageOneInput(system=system, user=user, truncation=truncation)

@@ -1,0 +1,51 @@
+"""Token budget: counts never below the real ones, a middle cut that keeps head and tail."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from memkiln.transforms import tokens
+from memkiln.transforms.tokens import (
+    count_tokens,
+    encoding,
+    stage_one_budget,
+    truncate_middle,
+)
+
+
+def sample_text(n_lines: int, seed: int = 7) -> str:
+    rng = random.Random(seed)
+    words = ["def", "return", "é", "日本語", "{", '"k":', "0x1f", "  ", "error:", "über", "🙂"]
+    return "\n".join(
+        " ".join(rng.choice(words) for _ in range(rng.randint(1, 30))) for _ in range(n_lines)
+    )
+
+
+def test_budget_is_95_percent_of_70_percent_of_the_window_with_a_fallback() -> None:
+    assert stage_one_budget(100_000) == 66_500
+    assert stage_one_budget(None) == 150_000
+
+
+def test_piecewise_count_is_never_below_the_exact_count(monkeypatch: pytest.MonkeyPatch) -> None:
+    text = sample_text(2_000)
+    exact = len(encoding().encode_ordinary(text))
+    for piece in (500, 2_000, 10_000):
+        monkeypatch.setattr(tokens, "PIECE_CHARS", piece)
+        assert count_tokens(text) >= exact
+
+
+def test_truncation_keeps_head_and_tail_with_a_marker_and_fits_the_budget() -> None:
+    text = "FIRST LINE\n" + sample_text(20_000) + "\nLAST LINE"
+    out, t = truncate_middle(text, 5_000)
+    assert t.truncated and t.tokens_after <= 5_000
+    assert count_tokens(out) <= 5_000
+    assert out.startswith("FIRST LINE") and out.endswith("LAST LINE")
+    assert "tokens truncated…" in out
+    out.encode("utf-8")  # no half characters: encoding would fail on a lone surrogate
+
+
+def test_text_under_budget_is_returned_unchanged() -> None:
+    out, t = truncate_middle("short", 10)
+    assert out == "short" and not t.truncated
