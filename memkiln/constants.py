@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 #: Schema version this release writes; migrations in ``sql/schema`` bring older files up to it.
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 #: Bytes of raw (decompressed) input gathered into one load/normalize/write batch.
 INGEST_BATCH_BYTES = 64 * 1024 * 1024

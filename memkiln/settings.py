@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import (
@@ -33,6 +34,55 @@ class Settings(BaseSettings):
         64 * 1024 * 1024, gt=0, description="Raw bytes loaded and normalized per batch."
     )
     progress: bool = Field(True, description="Show a progress bar on a terminal.")
+
+    # Phase 1: which sessions are extracted
+    sources: list[str] = Field(
+        ["cli", "vscode"],
+        description="Session sources to extract (Codex's interactive ones by default; add "
+        "'exec' for non-interactive runs).",
+    )
+    max_rollout_age_days: float = Field(
+        10, gt=0, description="Nightly runs skip sessions last updated longer ago than this."
+    )
+    min_rollout_idle_hours: float = Field(
+        6, ge=0, description="A session updated more recently than this may still be running."
+    )
+    max_rollouts_per_run: int = Field(1000, gt=0, description="Extractions per run at most.")
+    scan_limit: int = Field(5000, gt=0, description="Most recent sessions considered per run.")
+    backfill: bool = Field(False, description="Ignore the age limit (a backfill over history).")
+    retry_budget: int = Field(3, ge=1, description="Attempts per version of a session.")
+    retry_delay_hours: float = Field(1, ge=0, description="Wait after a failure before retrying.")
+    lease_seconds: int = Field(3600, gt=0, description="How long a running job is held.")
+
+    # Phase 1: the model
+    backend: Literal["heuristic", "openai"] = Field(
+        "heuristic", description="heuristic (offline, rule-based) or openai (any compatible API)."
+    )
+    model: str = Field("gpt-5-mini", description="Model name sent to the openai backend.")
+    base_url: str | None = Field(None, description="OpenAI-compatible endpoint (default: OpenAI).")
+    api: Literal["chat", "responses"] = Field(
+        "chat", description="Chat Completions (works everywhere) or the Responses API."
+    )
+    context_window: int | None = Field(
+        None, gt=0, description="The model's context window in tokens (None: 150k-token budget)."
+    )
+    concurrency: int = Field(8, ge=1, le=256, description="Model requests in flight at most.")
+    request_timeout_s: float = Field(120, gt=0, description="Seconds before a request times out.")
+    max_retries: int = Field(
+        4, ge=0, description="Retries for 429, 5xx, timeouts, connection errors."
+    )
+    max_output_tokens: int = Field(
+        4000, gt=0, description="Output tokens a stage-one answer may use."
+    )
+    prices: dict[str, tuple[float, float]] = Field(
+        default_factory=lambda: {
+            "gpt-5-mini": (0.25, 2.0),
+            "gpt-5": (1.25, 10.0),
+            "gpt-5-nano": (0.05, 0.4),
+            "gpt-4.1-mini": (0.4, 1.6),
+        },
+        description="USD per million (input, output) tokens, by model name.",
+    )
 
     @classmethod
     def settings_customise_sources(

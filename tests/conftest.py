@@ -13,6 +13,8 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLE_ARCHIVE = REPO / "data" / "sample-archive"
 SHARED_CORPUS = REPO.parent / "shared" / "corpus"
 
+pytest_plugins = ["tests.fake_openai"]
+
 
 @pytest.fixture(scope="session", autouse=True)
 def _offline_prefect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:

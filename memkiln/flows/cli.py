@@ -47,8 +47,11 @@ DbOpt = Annotated[
 ]
 
 
-def _prefect_environment(db: Path) -> None:
-    """Defaults that make Prefect's ephemeral mode quiet, offline and self-contained."""
+def _prefect_defaults() -> None:
+    """Defaults that make Prefect's ephemeral mode quiet, offline and self-contained.
+
+    Set before anything imports Prefect, which reads its settings at import time.
+    """
     home = Path(os.environ.get("MEMKILN_HOME", Path.home() / ".memkiln"))
     os.environ.setdefault("PREFECT_HOME", str(home / "prefect"))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
@@ -56,6 +59,17 @@ def _prefect_environment(db: Path) -> None:
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
     os.environ.setdefault("PREFECT_LOGGING_TO_API_ENABLED", "false")
+
+
+def _prefect_environment() -> None:
+    """Make sure Prefect's home exists (Prefect creates it without parents, and fails)."""
+    try:
+        Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise MemkilnError(
+            f"cannot create Prefect's home {os.environ['PREFECT_HOME']}: {exc.strerror}; "
+            "set PREFECT_HOME or MEMKILN_HOME to a writable directory"
+        ) from exc
 
 
 @app.command()
@@ -88,7 +102,7 @@ def ingest(
     settings = Settings(archive=archive, db=db, batch_bytes=batch_mb * 1024 * 1024)
     _check_db(settings.db)
     if orchestrate:
-        _prefect_environment(settings.db)
+        _prefect_environment()
         from memkiln.flows.ingest import ingest_flow
 
         summary = ingest_flow(settings, show_progress=progress)
@@ -135,6 +149,204 @@ def _print_ingest_summary(summary, settings: Settings) -> None:  # type: ignore[
             f"quarantined lines are in the 'quarantine' table of {settings.db} "
             "(view v_quarantine_by_reason)"
         )
+
+
+BackendOpt = Annotated[
+    str,
+    typer.Option(
+        "--backend",
+        help="heuristic: offline rule-based extraction (default). openai: any "
+        "OpenAI-compatible endpoint (key from OPENAI_API_KEY).",
+    ),
+]
+ModelOpt = Annotated[str, typer.Option("--model", help="Model name for the openai backend.")]
+BaseUrlOpt = Annotated[
+    str | None,
+    typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1."),
+]
+ApiOpt = Annotated[
+    str, typer.Option("--api", help="chat (Chat Completions) or responses (Responses API).")
+]
+ConcurrencyOpt = Annotated[
+    int, typer.Option("--concurrency", min=1, max=256, help="Model requests in flight at most.")
+]
+WindowOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--context-window",
+        min=1000,
+        help="The model's context window in tokens (the input gets 95% x 70%; default budget "
+        "150,000 tokens).",
+    ),
+]
+BackfillOpt = Annotated[
+    bool,
+    typer.Option(
+        "--backfill/--nightly",
+        help="Backfill: take sessions of any age. Nightly (default): only sessions updated in "
+        "the last --max-age-days.",
+    ),
+]
+MaxAgeOpt = Annotated[
+    float, typer.Option("--max-age-days", min=0.01, help="Nightly age limit, in days.")
+]
+IdleOpt = Annotated[
+    float,
+    typer.Option("--min-idle-hours", min=0, help="Skip sessions updated more recently than this."),
+]
+LimitOpt = Annotated[
+    int, typer.Option("--max-rollouts", min=1, help="Extractions per run at most.")
+]
+SourcesOpt = Annotated[
+    str,
+    typer.Option(
+        "--sources", help="Comma-separated session sources to extract (add exec for scripted runs)."
+    ),
+]
+TimeoutOpt = Annotated[
+    float, typer.Option("--timeout", min=0.1, help="Seconds before a model request times out.")
+]
+RetriesOpt = Annotated[
+    int,
+    typer.Option(
+        "--max-retries",
+        min=0,
+        help="Retries of a request after 429, 5xx, timeout or lost connection.",
+    ),
+]
+
+
+def _extract_settings(**kw: object) -> dict[str, object]:
+    """Map CLI option names onto Settings fields."""
+    sources = [s.strip() for s in str(kw.pop("sources")).split(",") if s.strip()]
+    return {
+        "backend": kw["backend"],
+        "model": kw["model"],
+        "base_url": kw["base_url"],
+        "api": kw["api"],
+        "concurrency": kw["concurrency"],
+        "context_window": kw["context_window"],
+        "backfill": kw["backfill"],
+        "max_rollout_age_days": kw["max_age_days"],
+        "min_rollout_idle_hours": kw["min_idle_hours"],
+        "max_rollouts_per_run": kw["max_rollouts"],
+        "sources": sources,
+        "request_timeout_s": kw["timeout"],
+        "max_retries": kw["max_retries"],
+    }
+
+
+def _print_extract_summary(summary) -> None:  # type: ignore[no-untyped-def]
+    console = Console()
+    table = Table(title=f"memkiln extract · run {summary.run_id[:12]}", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("count", justify="right")
+    table.add_row("sessions considered", f"{summary.considered:,}")
+    for decision, n in sorted(summary.decisions.items(), key=lambda kv: -kv[1]):
+        table.add_row(f"  {decision}", f"{n:,}")
+    if summary.orphans_taken_over:
+        table.add_row("jobs taken over from a dead run", f"{summary.orphans_taken_over:,}")
+    table.add_row("model requests", f"{summary.requests:,}")
+    for outcome, n in sorted(summary.outcomes.items()):
+        table.add_row(f"  {outcome}", f"{n:,}")
+    table.add_row("tokens in / out", f"{summary.input_tokens:,} / {summary.output_tokens:,}")
+    table.add_row("cost (USD)", f"{summary.cost_usd:.4f}")
+    console.print(table)
+
+
+@app.command()
+def extract(
+    db: DbOpt = DEFAULT_DB,
+    backend: BackendOpt = "heuristic",
+    model: ModelOpt = "gpt-5-mini",
+    base_url: BaseUrlOpt = None,
+    api: ApiOpt = "chat",
+    concurrency: ConcurrencyOpt = 8,
+    context_window: WindowOpt = None,
+    backfill: BackfillOpt = False,
+    max_age_days: MaxAgeOpt = 10,
+    min_idle_hours: IdleOpt = 6,
+    max_rollouts: LimitOpt = 1000,
+    sources: SourcesOpt = "cli,vscode",
+    timeout: TimeoutOpt = 120,
+    max_retries: RetriesOpt = 4,
+    progress: Annotated[
+        bool, typer.Option("--progress/--no-progress", help="Show a progress bar on a terminal.")
+    ] = True,
+    orchestrate: Annotated[
+        bool, typer.Option("--prefect/--no-prefect", help="Run as a Prefect flow, or in-process.")
+    ] = True,
+) -> None:
+    """Phase 1: extract a memory from every eligible session whose output is not up to date.
+
+    Each session is extracted once per version; an interrupted run is resumed by the next.
+    Outcomes (succeeded, succeeded_no_output, failed with a reason) are in stage1_attempts.
+    """
+    settings = Settings(
+        db=db,
+        **_extract_settings(
+            backend=backend, model=model, base_url=base_url, api=api, concurrency=concurrency,
+            context_window=context_window, backfill=backfill, max_age_days=max_age_days,
+            min_idle_hours=min_idle_hours, max_rollouts=max_rollouts, sources=sources,
+            timeout=timeout, max_retries=max_retries,
+        ),  # type: ignore[arg-type]
+    )  # fmt: skip
+    _check_db(settings.db)
+    if orchestrate:
+        _prefect_environment()
+        from memkiln.flows.extract import extract_flow
+
+        summary = extract_flow(settings, show_progress=progress)
+    else:
+        from memkiln.flows.extract import extract_store
+        from memkiln.flows.progress import Reporter
+
+        summary = extract_store(settings, reporter=Reporter(enabled=progress))
+    _print_extract_summary(summary)
+
+
+@app.command()
+def run(
+    archive: ArchiveOpt,
+    db: DbOpt = DEFAULT_DB,
+    backend: BackendOpt = "heuristic",
+    model: ModelOpt = "gpt-5-mini",
+    base_url: BaseUrlOpt = None,
+    api: ApiOpt = "chat",
+    concurrency: ConcurrencyOpt = 8,
+    context_window: WindowOpt = None,
+    backfill: BackfillOpt = False,
+    max_age_days: MaxAgeOpt = 10,
+    min_idle_hours: IdleOpt = 6,
+    max_rollouts: LimitOpt = 1000,
+    sources: SourcesOpt = "cli,vscode",
+    timeout: TimeoutOpt = 120,
+    max_retries: RetriesOpt = 4,
+    progress: Annotated[
+        bool, typer.Option("--progress/--no-progress", help="Show a progress bar on a terminal.")
+    ] = True,
+) -> None:
+    """The whole job as one Prefect flow: ingest the archive, then extract memories."""
+    from memkiln.flows.ingest import check_archive
+
+    check_archive(archive)
+    settings = Settings(
+        db=db,
+        archive=archive,
+        **_extract_settings(
+            backend=backend, model=model, base_url=base_url, api=api, concurrency=concurrency,
+            context_window=context_window, backfill=backfill, max_age_days=max_age_days,
+            min_idle_hours=min_idle_hours, max_rollouts=max_rollouts, sources=sources,
+            timeout=timeout, max_retries=max_retries,
+        ),  # type: ignore[arg-type]
+    )  # fmt: skip
+    _check_db(settings.db)
+    _prefect_environment()
+    from memkiln.flows.run import run_flow
+
+    summary = run_flow(settings, show_progress=progress)
+    _print_ingest_summary(summary.ingest, settings)
+    _print_extract_summary(summary.extract)
 
 
 @app.command("render-input")
@@ -218,6 +430,7 @@ def status(db: DbOpt = DEFAULT_DB) -> None:
 
 def main() -> None:
     """Console-script entry point: run the app, turning memkiln errors into one line."""
+    _prefect_defaults()
     try:
         app()
     except MemkilnError as exc:

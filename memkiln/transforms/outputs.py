@@ -1,0 +1,69 @@
+"""The stage-one answer: a strict pydantic model, the JSON schema sent to the model (generated
+from that same model), and parsing that ends in a fixed reason when the answer is unusable."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+
+class StageOneOutput(BaseModel):
+    """What stage one produces per session. Empty texts mean "nothing durable" (no-op)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    raw_memory: str
+    rollout_summary: str
+    rollout_slug: str | None
+
+    @property
+    def is_noop(self) -> bool:
+        return not self.raw_memory.strip() or not self.rollout_summary.strip()
+
+
+NOOP = StageOneOutput(raw_memory="", rollout_summary="", rollout_slug=None)
+
+
+@cache
+def stage_one_json_schema() -> dict[str, Any]:
+    """The strict JSON schema of :class:`StageOneOutput` (every key required, no others)."""
+    schema = StageOneOutput.model_json_schema()
+    schema["additionalProperties"] = False
+    schema["required"] = list(schema["properties"])
+    for prop in schema["properties"].values():
+        prop.pop("title", None)
+        prop.pop("default", None)
+    schema.pop("title", None)
+    return schema
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A parsed answer, or why it could not be used."""
+
+    output: StageOneOutput | None
+    reason: str | None = None  # invalid_json | schema_mismatch
+    detail: str | None = None
+
+
+def parse_stage_one(text: str | None) -> Parsed:
+    """Parse the model's answer text into :class:`StageOneOutput`."""
+    if text is None or not text.strip():
+        return Parsed(None, "invalid_json", "empty answer")
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        return Parsed(None, "invalid_json", f"{exc.msg} at char {exc.pos}")
+    if not isinstance(data, dict):
+        return Parsed(None, "schema_mismatch", f"expected an object, got {type(data).__name__}")
+    try:
+        return Parsed(StageOneOutput.model_validate(data))
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['type']}" for e in exc.errors()
+        )
+        return Parsed(None, "schema_mismatch", problems[:300])

@@ -1,0 +1,166 @@
+"""Which sessions stage one takes this run: pure decisions over rollouts and their jobs.
+
+Every considered session gets a ``decision``: ``take`` or the fixed reason it is skipped, so a
+notebook can ask why a session has no memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+import polars as pl
+
+SKIP_REASONS = (
+    "source_not_selected",
+    "subagent",
+    "memory_disabled",
+    "no_user_message",
+    "too_old",
+    "still_active",
+    "up_to_date",
+    "retry_budget_exhausted",
+    "retry_later",
+    "leased",
+    "over_run_limit",
+)
+DONE_STATUSES = ("succeeded", "succeeded_no_output")
+
+ROLLOUT_COLUMNS = {
+    "rollout_id": pl.String,
+    "format": pl.String,
+    "source": pl.String,
+    "originator": pl.String,
+    "is_subagent": pl.Boolean,
+    "memory_mode": pl.String,
+    "n_user_messages": pl.Int64,
+    "updated_at": pl.Datetime("us", "UTC"),
+}
+JOB_COLUMNS = {
+    "rollout_id": pl.String,
+    "status": pl.String,
+    "owner": pl.String,
+    "lease_until": pl.Datetime("us", "UTC"),
+    "attempts": pl.Int32,
+    "source_watermark": pl.Datetime("us", "UTC"),
+    "done_watermark": pl.Datetime("us", "UTC"),
+    "retry_at": pl.Datetime("us", "UTC"),
+}
+
+
+@dataclass(frozen=True)
+class SelectionPolicy:
+    """The knobs of candidate selection (built from Settings)."""
+
+    sources: tuple[str, ...] = ("cli", "vscode")
+    max_rollout_age_days: float = 10
+    min_rollout_idle_hours: float = 6
+    max_rollouts_per_run: int = 1000
+    scan_limit: int = 5000
+    retry_budget: int = 3
+    backfill: bool = False
+
+
+def source_class(*, source: pl.Expr, originator: pl.Expr, format: pl.Expr) -> pl.Expr:
+    """Map each format's notion of where a session came from onto Codex's source names.
+
+    Codex files older than the ``source`` field were interactive: ``vscode`` when the
+    originator says so, else ``cli``. Claude Code's entrypoint ``cli`` / ``*vscode*`` /
+    ``sdk-*`` maps to ``cli`` / ``vscode`` / ``exec``; Pi sessions are ``cli``.
+    """
+    src = source.str.to_lowercase()
+    codex = (
+        pl.when(source.is_not_null())
+        .then(src)
+        .when(originator.str.to_lowercase().str.contains("vscode"))
+        .then(pl.lit("vscode"))
+        .otherwise(pl.lit("cli"))
+    )
+    claude = (
+        pl.when(src.str.contains("vscode"))
+        .then(pl.lit("vscode"))
+        .when(src.str.starts_with("sdk"))
+        .then(pl.lit("exec"))
+        .otherwise(pl.lit("cli"))
+    )
+    return (
+        pl.when(format == "codex")
+        .then(codex)
+        .when(format == "claude")
+        .then(claude)
+        .otherwise(pl.lit("cli"))
+    )
+
+
+def select_candidates(
+    rollouts: pl.LazyFrame,
+    jobs: pl.LazyFrame,
+    *,
+    now: datetime,
+    policy: SelectionPolicy,
+    live_owners: tuple[str, ...] = (),
+) -> pl.LazyFrame:
+    """Decide, for the ``scan_limit`` most recently updated sessions, whether to extract them.
+
+    ``jobs`` holds the current stage-one jobs. A running job whose owner is not in
+    ``live_owners`` belongs to a run that died: it is taken over at once, lease or not.
+    Returns ``rollout_id, updated_at, decision, attempts_so_far`` (``attempts_so_far`` counts
+    attempts on this version of the session; a newer version starts again at 0).
+    """
+    age_limit = now - timedelta(days=policy.max_rollout_age_days)
+    idle_limit = now - timedelta(hours=policy.min_rollout_idle_hours)
+    same_version = pl.col("source_watermark") == pl.col("updated_at")
+    attempts = pl.when(same_version).then(pl.col("attempts")).otherwise(0).fill_null(0)
+    memory_off = (
+        pl.col("memory_mode").str.to_lowercase().is_in(["disabled", "polluted"]).fill_null(False)
+    )
+    decision = (
+        pl.when(
+            ~source_class(
+                source=pl.col("source"), originator=pl.col("originator"), format=pl.col("format")
+            ).is_in(list(policy.sources))
+        )
+        .then(pl.lit("source_not_selected"))
+        .when(pl.col("is_subagent"))
+        .then(pl.lit("subagent"))
+        .when(memory_off)
+        .then(pl.lit("memory_disabled"))
+        .when(pl.col("n_user_messages") == 0)
+        .then(pl.lit("no_user_message"))
+        .when(pl.lit(not policy.backfill) & (pl.col("updated_at") < age_limit))
+        .then(pl.lit("too_old"))
+        .when(pl.col("updated_at") > idle_limit)
+        .then(pl.lit("still_active"))
+        .when(
+            pl.col("status").is_in(DONE_STATUSES)
+            & (pl.col("done_watermark") == pl.col("updated_at"))
+        )
+        .then(pl.lit("up_to_date"))
+        .when(
+            (pl.col("status") == "running")
+            & pl.col("owner").is_in(list(live_owners))
+            & (pl.col("lease_until") > now)
+        )
+        .then(pl.lit("leased"))
+        .when((pl.col("status") == "failed") & (attempts >= policy.retry_budget))
+        .then(pl.lit("retry_budget_exhausted"))
+        .when((pl.col("status") == "failed") & same_version & (pl.col("retry_at") > now))
+        .then(pl.lit("retry_later"))
+        .otherwise(pl.lit("take"))
+    )
+    decided = (
+        rollouts.sort("updated_at", descending=True, nulls_last=True)
+        .head(policy.scan_limit)
+        .join(jobs, on="rollout_id", how="left")
+        .with_columns(decision=decision, attempts_so_far=attempts.cast(pl.Int32))
+    )
+    take_rank = (
+        pl.when(pl.col("decision") == "take")
+        .then(pl.int_range(pl.len()).over("decision"))
+        .otherwise(None)
+    )
+    return decided.with_columns(
+        decision=pl.when(take_rank >= policy.max_rollouts_per_run)
+        .then(pl.lit("over_run_limit"))
+        .otherwise(pl.col("decision"))
+    ).select("rollout_id", "updated_at", "decision", "attempts_so_far")

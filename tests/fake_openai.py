@@ -1,0 +1,857 @@
+"""A real local HTTP server that speaks enough of the OpenAI API for memkiln's tests and benchmarks.
+
+Standard library only (``http.server`` + ``json`` + ``threading``); the official ``openai``
+client talks to it over a real socket, so retries, timeouts and response parsing are exercised
+for real.
+
+Endpoints:
+
+- ``POST /v1/chat/completions`` (``response_format`` ``json_schema``) -> a ``chat.completion``;
+- ``POST /v1/responses`` (``text.format`` ``json_schema``) -> a ``response``;
+- ``GET /v1/models`` -> one model, ``fake-model``;
+- anything else -> 404 with an OpenAI-style error body.
+
+What the model answers is chosen per request: ``route(fn)`` first, then the ``script(...)``
+queue, then ``default``. For the memkiln stage-one schema (``raw_memory``, ``rollout_summary``,
+``rollout_slug``) a plausible, deterministic memory derived from the prompt is produced; any
+other strict schema is served generically (strings get a short text, arrays ``[]``, objects
+are filled recursively, nullable fields ``null``).
+
+In-process use::
+
+    with FakeOpenAI(latency=0.2) as fake:
+        client = fake.client(timeout=5.0)
+        ...
+
+As a pytest plugin (``pytest_plugins = ["tests.fake_openai"]``): fixtures ``fake_openai``
+(function scope) and ``fake_openai_session`` (session scope; call ``reset()`` before use).
+
+Standalone, for manual use and for tests that drive another process::
+
+    python -m tests.fake_openai --port 0 --latency 0.2 --mode ok --log requests.jsonl
+
+prints ``READY http://127.0.0.1:PORT/v1`` on one line and serves until killed; with ``--log``
+it appends one JSON line per request received (``path``, ``method``, ``rollout_hint`` = the
+first 200 characters of the last user message), written when the request arrives.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import pytest
+
+if TYPE_CHECKING:
+    import openai
+
+__all__ = [
+    "KINDS",
+    "MODEL",
+    "STAGE_ONE_KEYS",
+    "FakeOpenAI",
+    "Reply",
+    "fake_openai",
+    "fake_openai_session",
+    "last_user_text",
+    "main",
+]
+
+MODEL = "fake-model"
+KINDS = frozenset(
+    {
+        "ok",
+        "noop",
+        "extra_key",
+        "missing_key",
+        "broken_json",
+        "status",
+        "timeout",
+        "secret",
+        "content",
+    }
+)
+STAGE_ONE_KEYS = frozenset({"raw_memory", "rollout_summary", "rollout_slug"})
+DEFAULT_TIMEOUT_DELAY = 30.0
+_DISCONNECTS = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
+
+
+@dataclass
+class Reply:
+    """One scripted answer of the fake model.
+
+    ``kind``: ``ok`` (a valid answer to the request's schema), ``noop`` (the stage-one empty
+    answer), ``extra_key`` / ``missing_key`` (the ok object with a key added / removed),
+    ``broken_json`` (truncated JSON), ``status`` (an HTTP error ``status``, with
+    ``retry_after`` as a ``retry-after`` header when set), ``timeout`` (sleep ``delay``,
+    30 s when 0, then answer ok), ``secret`` (ok, with ``secret`` and a password in
+    ``raw_memory``), ``content`` (exactly ``content`` as the assistant message).
+    ``delay`` is slept before answering for every kind.
+    """
+
+    kind: str = "ok"
+    status: int = 200
+    retry_after: float | None = None
+    delay: float = 0.0
+    content: str | None = None
+    secret: str = "sk-proj-" + "A1b2C3d4E5" * 4
+
+    def __post_init__(self) -> None:
+        """Reject unknown kinds early, in the test that scripted them."""
+        if self.kind not in KINDS:
+            raise ValueError(f"unknown Reply kind {self.kind!r}; expected one of {sorted(KINDS)}")
+        if self.kind == "content" and self.content is None:
+            raise ValueError('Reply(kind="content") needs content=')
+
+
+# --------------------------------------------------------------------------- request helpers
+
+
+def _text_of(content: Any) -> str:
+    """The text of a message ``content``: a string, or a list of text / input_text parts."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = []
+        for part in content:
+            if isinstance(part, str):
+                parts.append(part)
+            elif isinstance(part, dict) and isinstance(part.get("text"), str):
+                parts.append(part["text"])
+        return "\n".join(parts)
+    return ""
+
+
+def _messages(body: dict[str, Any]) -> list[dict[str, Any]]:
+    """The conversation of a chat or responses request as ``{"role", "content"}`` dicts."""
+    if isinstance(body.get("messages"), list):
+        return [m for m in body["messages"] if isinstance(m, dict)]
+    items = body.get("input")
+    if isinstance(items, str):
+        return [{"role": "user", "content": items}]
+    if isinstance(items, list):
+        return [m for m in items if isinstance(m, dict) and "role" in m]
+    return []
+
+
+def last_user_text(body: dict[str, Any] | None) -> str:
+    """The text of the last user message of a chat or responses request body ("" if none)."""
+    if not isinstance(body, dict):
+        return ""
+    for message in reversed(_messages(body)):
+        if message.get("role") == "user":
+            return _text_of(message.get("content"))
+    return ""
+
+
+def _all_prompt_text(body: dict[str, Any]) -> str:
+    """Every message text of the request (plus Responses ``instructions``), for token estimates."""
+    texts = [_text_of(m.get("content")) for m in _messages(body)]
+    if isinstance(body.get("instructions"), str):
+        texts.append(body["instructions"])
+    return "".join(texts)
+
+
+def _schema_of(body: dict[str, Any]) -> dict[str, Any] | None:
+    """The JSON schema the request asks for (chat ``response_format`` or responses ``text``)."""
+    fmt = body.get("response_format")
+    if isinstance(fmt, dict) and isinstance(fmt.get("json_schema"), dict):
+        schema = fmt["json_schema"].get("schema")
+        return schema if isinstance(schema, dict) else None
+    text = body.get("text")
+    if isinstance(text, dict) and isinstance(text.get("format"), dict):
+        schema = text["format"].get("schema")
+        return schema if isinstance(schema, dict) else None
+    return None
+
+
+def _line_value(text: str, key: str) -> str | None:
+    """The value of a ``key: value`` line in ``text``, if present."""
+    match = re.search(rf"^\s*{re.escape(key)}:\s*(\S.*?)\s*$", text, flags=re.MULTILINE)
+    return match.group(1) if match else None
+
+
+def _digest(text: str) -> str:
+    """A short deterministic hash of ``text``."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+
+
+# --------------------------------------------------------------------------- answer content
+
+
+def _stage_one(prompt: str, *, secret: str | None = None) -> dict[str, Any]:
+    """A plausible stage-one answer derived from the last user message."""
+    seed = _digest(prompt)
+    path = _line_value(prompt, "rollout_path") or f"unknown-rollout-{seed}"
+    cwd = _line_value(prompt, "rollout_cwd") or _line_value(prompt, "cwd") or "/work/project"
+    leak = ""
+    if secret is not None:
+        leak = f"- While configuring the client the key is {secret} and the config had password=hunter2hunter2.\n"
+    raw_memory = (
+        "---\n"
+        f"description: Fake extraction of rollout {seed} ({path})\n"
+        "task_outcome: success\n"
+        f"cwd: {cwd}\n"
+        f"keywords: fake, memkiln, rollout-{seed}, fixture, testing\n"
+        "---\n"
+        f"### Task 1: Fake task {seed}\n"
+        "task_outcome: success\n"
+        "\n"
+        "Reusable knowledge:\n"
+        f"- The fake model read rollout {path} (digest {seed}).\n"
+        f"{leak}"
+        "\n"
+        "References:\n"
+        f"- {path}\n"
+    )
+    rollout_summary = (
+        f"# Fake summary of rollout {seed}\n"
+        "\n"
+        f"Rollout context: {cwd}, rollout_path: {path}\n"
+        "\n"
+        f"## Task 1: Fake task {seed}\n"
+        "Outcome: success, the fake model always succeeds\n"
+        "\n"
+        "Key steps:\n"
+        f"- Read {path}\n"
+        "\n"
+        "Reusable knowledge:\n"
+        f"- Digest {seed}\n"
+    )
+    return {
+        "raw_memory": raw_memory,
+        "rollout_summary": rollout_summary,
+        "rollout_slug": f"fake-rollout-{seed}",
+    }
+
+
+def _resolve(schema: dict[str, Any], root: dict[str, Any]) -> dict[str, Any]:
+    """Follow a local ``$ref`` (``#/$defs/Name``) to its definition."""
+    seen = 0
+    while isinstance(schema.get("$ref"), str) and schema["$ref"].startswith("#/") and seen < 32:
+        node: Any = root
+        for part in schema["$ref"][2:].split("/"):
+            node = node.get(part, {}) if isinstance(node, dict) else {}
+        schema = node if isinstance(node, dict) else {}
+        seen += 1
+    return schema
+
+
+def _fill(
+    schema: dict[str, Any], root: dict[str, Any], key: str, seed: str, empty: bool, depth: int = 0
+) -> Any:
+    """A value valid for ``schema``: deterministic text, [], recursive objects, null if nullable."""
+    schema = _resolve(schema, root)
+    if depth > 16:
+        return None
+    if "const" in schema:
+        return schema["const"]
+    if isinstance(schema.get("enum"), list) and schema["enum"]:
+        return None if None in schema["enum"] else schema["enum"][0]
+    for combinator in ("anyOf", "oneOf"):
+        options = schema.get(combinator)
+        if isinstance(options, list) and options:
+            resolved = [_resolve(o, root) for o in options if isinstance(o, dict)]
+            if any(o.get("type") == "null" for o in resolved):
+                return None
+            return _fill(resolved[0], root, key, seed, empty, depth + 1)
+    if isinstance(schema.get("allOf"), list) and schema["allOf"]:
+        return _fill(schema["allOf"][0], root, key, seed, empty, depth + 1)
+    kind = schema.get("type")
+    if isinstance(kind, list):
+        if "null" in kind:
+            return None
+        kind = kind[0] if kind else None
+    if kind is None and isinstance(schema.get("properties"), dict):
+        kind = "object"
+    if kind == "object":
+        props = schema.get("properties") or {}
+        keys = schema.get("required") or list(props)
+        return {k: _fill(props.get(k, {}), root, k, seed, empty, depth + 1) for k in keys}
+    if kind == "array":
+        return []
+    if kind == "integer":
+        return 0
+    if kind == "number":
+        return 0.0
+    if kind == "boolean":
+        return False
+    if kind == "null":
+        return None
+    if empty:
+        return ""
+    fmt = schema.get("format")
+    if fmt == "date-time":
+        return "1970-01-01T00:00:00Z"
+    if fmt == "date":
+        return "1970-01-01"
+    return f"fake {key} {seed}"
+
+
+def _answer_object(reply: Reply, body: dict[str, Any]) -> dict[str, Any]:
+    """The JSON object for ok-like kinds, before extra/missing key adjustments."""
+    prompt = last_user_text(body)
+    schema = _schema_of(body)
+    props = (schema or {}).get("properties")
+    keys = set((schema or {}).get("required") or (props if isinstance(props, dict) else []))
+    if schema is None or keys == STAGE_ONE_KEYS:
+        if reply.kind == "noop":
+            return {"raw_memory": "", "rollout_summary": "", "rollout_slug": None}
+        return _stage_one(prompt, secret=reply.secret if reply.kind == "secret" else None)
+    root = schema
+    obj = _fill(schema, root, "value", _digest(prompt), empty=reply.kind == "noop")
+    if not isinstance(obj, dict):
+        obj = {"value": obj}
+    if reply.kind == "secret":
+        sentence = f" the key is {reply.secret} and password=hunter2hunter2"
+        for k, v in obj.items():
+            if isinstance(v, str):
+                obj[k] = v + sentence
+                break
+    return obj
+
+
+def render_content(reply: Reply, body: dict[str, Any]) -> str:
+    """The assistant message content string for ``reply`` answering the request ``body``."""
+    if reply.kind == "content":
+        return reply.content or ""
+    obj = _answer_object(reply, body)
+    if reply.kind == "extra_key":
+        obj["extra"] = "x"
+    elif reply.kind == "missing_key" and obj:
+        obj.pop("rollout_summary" if "rollout_summary" in obj else next(iter(obj)))
+    text = json.dumps(obj, ensure_ascii=False)
+    if reply.kind == "broken_json":
+        return text[: max(len(text) // 2, 2)]
+    return text
+
+
+# --------------------------------------------------------------------------- response shapes
+
+
+def _error_body(status: int, message: str) -> dict[str, Any]:
+    """An OpenAI-style error body for ``status``."""
+    kinds: dict[int, tuple[str, str | None]] = {
+        400: ("invalid_request_error", None),
+        401: ("invalid_request_error", "invalid_api_key"),
+        403: ("permission_error", None),
+        404: ("invalid_request_error", "unknown_url"),
+        409: ("invalid_request_error", "conflict"),
+        422: ("invalid_request_error", None),
+        429: ("requests", "rate_limit_exceeded"),
+    }
+    err_type, code = kinds.get(status, ("server_error" if status >= 500 else "api_error", None))
+    return {"error": {"message": message, "type": err_type, "param": None, "code": code}}
+
+
+def _chat_completion(body: dict[str, Any], content: str) -> dict[str, Any]:
+    """A Chat Completions response carrying ``content``."""
+    prompt_tokens = len(_all_prompt_text(body)) // 4
+    completion_tokens = len(content) // 4
+    return {
+        "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": body.get("model") or MODEL,
+        "choices": [
+            {
+                "index": 0,
+                "message": {"role": "assistant", "content": content, "refusal": None},
+                "logprobs": None,
+                "finish_reason": "stop",
+            }
+        ],
+        "usage": {
+            "prompt_tokens": prompt_tokens,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt_tokens + completion_tokens,
+        },
+        "system_fingerprint": None,
+    }
+
+
+def _response(body: dict[str, Any], content: str) -> dict[str, Any]:
+    """A Responses API response carrying ``content`` as one output_text."""
+    input_tokens = len(_all_prompt_text(body)) // 4
+    output_tokens = len(content) // 4
+    return {
+        "id": f"resp_{uuid.uuid4().hex}",
+        "object": "response",
+        "created_at": int(time.time()),
+        "model": body.get("model") or MODEL,
+        "status": "completed",
+        "error": None,
+        "incomplete_details": None,
+        "instructions": body.get("instructions"),
+        "metadata": body.get("metadata") or {},
+        "output": [
+            {
+                "type": "message",
+                "id": f"msg_{uuid.uuid4().hex}",
+                "status": "completed",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": content, "annotations": []}],
+            }
+        ],
+        "parallel_tool_calls": True,
+        "temperature": body.get("temperature", 1.0),
+        "text": body.get("text") or {"format": {"type": "text"}},
+        "tool_choice": "auto",
+        "tools": [],
+        "top_p": body.get("top_p", 1.0),
+        "usage": {
+            "input_tokens": input_tokens,
+            "output_tokens": output_tokens,
+            "total_tokens": input_tokens + output_tokens,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens_details": {"reasoning_tokens": 0},
+        },
+    }
+
+
+def _models() -> dict[str, Any]:
+    """The model list: one model."""
+    return {
+        "object": "list",
+        "data": [{"id": MODEL, "object": "model", "created": 0, "owned_by": "memkiln-tests"}],
+    }
+
+
+# --------------------------------------------------------------------------- HTTP server
+
+
+class _Server(ThreadingHTTPServer):
+    """Threaded server: one daemon thread per connection, a deep accept backlog."""
+
+    daemon_threads = True
+    request_queue_size = 128
+    allow_reuse_address = True
+    fake: FakeOpenAI
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Stay quiet about clients that hung up (timeouts, killed processes)."""
+        exc = sys.exc_info()[1]
+        if isinstance(exc, (*_DISCONNECTS, TimeoutError)):
+            return
+        super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    """HTTP/1.1 keep-alive handler; every answer carries Content-Length."""
+
+    protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True
+    server_version = "FakeOpenAI/1.0"
+    sys_version = ""
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """No per-request logging to stderr."""
+
+    def setup(self) -> None:
+        """Register the connection so ``stop()`` can close idle keep-alive sockets."""
+        super().setup()
+        self.server.fake._connections_add(self.connection)
+
+    def finish(self) -> None:
+        """Flush and forget the connection, ignoring clients that hung up."""
+        try:
+            super().finish()
+        except (*_DISCONNECTS, OSError):
+            pass
+        finally:
+            self.server.fake._connections_discard(self.connection)
+
+    def do_GET(self) -> None:
+        """Serve GET."""
+        self._dispatch()
+
+    def do_POST(self) -> None:
+        """Serve POST."""
+        self._dispatch()
+
+    def do_PUT(self) -> None:
+        """Serve PUT (always 404)."""
+        self._dispatch()
+
+    def do_DELETE(self) -> None:
+        """Serve DELETE (always 404)."""
+        self._dispatch()
+
+    def do_PATCH(self) -> None:
+        """Serve PATCH (always 404)."""
+        self._dispatch()
+
+    def _read_body(self) -> bytes:
+        """The request body (Content-Length or chunked)."""
+        if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+            chunks = []
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return b"".join(chunks)
+                chunks.append(self.rfile.read(size))
+                self.rfile.readline()
+        length = int(self.headers.get("Content-Length") or 0)
+        return self.rfile.read(length) if length > 0 else b""
+
+    def _dispatch(self) -> None:
+        """Record the request, compute the answer (sleeping as scripted) and send it."""
+        fake = self.server.fake
+        try:
+            raw = self._read_body()
+        except (*_DISCONNECTS, OSError, ValueError):
+            self.close_connection = True
+            return
+        body: Any = None
+        bad_json = False
+        if raw:
+            try:
+                body = json.loads(raw)
+            except (ValueError, UnicodeDecodeError):
+                bad_json = True
+        record = {
+            "method": self.command,
+            "path": self.path,
+            "body": body,
+            "headers": {k.lower(): v for k, v in self.headers.items()},
+        }
+        fake._enter(record)
+        try:
+            try:
+                status, payload, headers = fake._answer(
+                    self.command, urlsplit(self.path).path, body, bad_json
+                )
+            except Exception as exc:
+                fake.errors.append(exc)
+                status, payload, headers = 500, _error_body(500, f"fake server error: {exc!r}"), {}
+            self._send(status, payload, headers)
+        finally:
+            fake._leave()
+
+    def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
+        """Write one JSON response; a client that went away is not an error."""
+        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+        try:
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.send_header("x-request-id", f"req_{uuid.uuid4().hex}")
+            for name, value in headers.items():
+                self.send_header(name, value)
+            self.end_headers()
+            self.wfile.write(data)
+            self.wfile.flush()
+        except (*_DISCONNECTS, OSError):
+            self.close_connection = True
+
+
+def _format_seconds(value: float) -> str:
+    """``2.0`` -> ``"2"``, ``0.05`` -> ``"0.05"``."""
+    return f"{value:g}"
+
+
+class FakeOpenAI:
+    """A local OpenAI-compatible server on 127.0.0.1, serving from a background thread.
+
+    Attributes: ``requests`` (every request received, ``{"method", "path", "body",
+    "headers"}``), ``default`` (the Reply when nothing is scripted), ``latency`` (seconds
+    added to every request), ``errors`` (exceptions raised while answering, e.g. by a
+    ``route`` function; such requests get a 500), ``in_flight`` / ``max_in_flight``.
+    """
+
+    def __init__(
+        self,
+        *,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        latency: float = 0.0,
+        default: Reply | None = None,
+        log_path: str | Path | None = None,
+    ) -> None:
+        """Configure; ``start()`` (or ``with``) binds the socket and starts serving."""
+        self.host = host
+        self.port = port
+        self.latency = latency
+        self.default: Reply = default or Reply()
+        self.log_path = Path(log_path) if log_path is not None else None
+        self.requests: list[dict[str, Any]] = []
+        self.errors: list[BaseException] = []
+        self._lock = threading.Lock()
+        self._log_lock = threading.Lock()
+        self._queue: deque[Reply] = deque()
+        self._route: Callable[[dict[str, Any]], Reply | None] | None = None
+        self._in_flight = 0
+        self._max_in_flight = 0
+        self._connections: set[socket.socket] = set()
+        self._stopping = threading.Event()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    # ------------------------------------------------------------------ public API
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1`` (only once started)."""
+        if self._server is None:
+            raise RuntimeError("FakeOpenAI is not started")
+        host, port = self._server.server_address[:2]
+        return f"http://{host}:{port}/v1"
+
+    @property
+    def in_flight(self) -> int:
+        """Requests being answered right now."""
+        with self._lock:
+            return self._in_flight
+
+    @property
+    def max_in_flight(self) -> int:
+        """The most requests that were being answered at the same time (since start/reset)."""
+        with self._lock:
+            return self._max_in_flight
+
+    def count(self, path_suffix: str | None = None) -> int:
+        """How many requests were received (optionally only those whose path ends with suffix)."""
+        with self._lock:
+            if path_suffix is None:
+                return len(self.requests)
+            return sum(1 for r in self.requests if urlsplit(r["path"]).path.endswith(path_suffix))
+
+    def script(self, *replies: Reply) -> None:
+        """Queue replies, consumed in order by model requests; then ``default`` is used."""
+        with self._lock:
+            self._queue.extend(replies)
+
+    def route(self, fn: Callable[[dict[str, Any]], Reply | None]) -> None:
+        """Choose replies per request: ``fn(body)`` -> Reply, or None for script/default."""
+        with self._lock:
+            self._route = fn
+
+    def reset(self) -> None:
+        """Forget requests, errors, script, route and counters; default ok; latency 0."""
+        with self._lock:
+            self.requests.clear()
+            self.errors.clear()
+            self._queue.clear()
+            self._route = None
+            self.default = Reply()
+            self.latency = 0.0
+            self._max_in_flight = self._in_flight
+
+    def client(
+        self, *, timeout: float = 10.0, max_retries: int = 0, **kwargs: Any
+    ) -> openai.OpenAI:
+        """An ``openai.OpenAI`` client for this server (timeout and retries always set)."""
+        import openai
+
+        return openai.OpenAI(
+            base_url=self.base_url,
+            api_key="test",
+            timeout=timeout,
+            max_retries=max_retries,
+            **kwargs,
+        )
+
+    def start(self) -> FakeOpenAI:
+        """Bind (port 0 = a free port) and serve in a daemon thread."""
+        if self._server is not None:
+            return self
+        self._stopping.clear()
+        server = _Server((self.host, self.port), _Handler)
+        server.fake = self
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name=f"fake-openai-{server.server_address[1]}",
+            daemon=True,
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving, wake sleeping answers and close open connections."""
+        server, thread = self._server, self._thread
+        if server is None:
+            return
+        self._stopping.set()
+        server.shutdown()
+        with self._lock:
+            connections = list(self._connections)
+        for conn in connections:
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_RDWR)
+        server.server_close()
+        if thread is not None:
+            thread.join(timeout=5)
+        self._server = None
+        self._thread = None
+
+    def __enter__(self) -> FakeOpenAI:
+        """Start."""
+        return self.start()
+
+    def __exit__(self, *exc_info: object) -> None:
+        """Stop."""
+        self.stop()
+
+    # ------------------------------------------------------------------ handler hooks
+
+    def _connections_add(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._connections.add(conn)
+
+    def _connections_discard(self, conn: socket.socket) -> None:
+        with self._lock:
+            self._connections.discard(conn)
+
+    def _enter(self, record: dict[str, Any]) -> None:
+        """Record a request as it arrives and count it in flight."""
+        with self._lock:
+            self.requests.append(record)
+            self._in_flight += 1
+            self._max_in_flight = max(self._max_in_flight, self._in_flight)
+        if self.log_path is not None:
+            line = json.dumps(
+                {
+                    "time": time.time(),
+                    "method": record["method"],
+                    "path": record["path"],
+                    "rollout_hint": last_user_text(record["body"])[:200],
+                },
+                ensure_ascii=False,
+            )
+            with self._log_lock, self.log_path.open("a", encoding="utf-8") as fh:
+                fh.write(line + "\n")
+                fh.flush()
+
+    def _leave(self) -> None:
+        with self._lock:
+            self._in_flight -= 1
+
+    def _choose(self, body: dict[str, Any]) -> Reply:
+        """route(body), else the next scripted reply, else default."""
+        with self._lock:
+            route = self._route
+        if route is not None:
+            chosen = route(body)
+            if chosen is not None:
+                return chosen
+        with self._lock:
+            return self._queue.popleft() if self._queue else self.default
+
+    def _sleep(self, seconds: float) -> None:
+        """Sleep, waking early when the server stops."""
+        if seconds > 0:
+            self._stopping.wait(seconds)
+
+    def _answer(
+        self, method: str, path: str, body: Any, bad_json: bool
+    ) -> tuple[int, dict[str, Any], dict[str, str]]:
+        """Status, JSON payload and extra headers for one request."""
+        is_chat = path.endswith("/chat/completions")
+        is_responses = path.endswith("/responses")
+        if method == "GET" and path.endswith("/models"):
+            self._sleep(self.latency)
+            return 200, _models(), {}
+        if method != "POST" or not (is_chat or is_responses):
+            self._sleep(self.latency)
+            return 404, _error_body(404, f"Unknown request URL: {method} {path}."), {}
+        if bad_json or not isinstance(body, dict):
+            return 400, _error_body(400, "We could not parse the JSON body of your request."), {}
+        if body.get("stream"):
+            return 400, _error_body(400, "The fake server does not support stream=true."), {}
+        reply = self._choose(body)
+        delay = reply.delay
+        if reply.kind == "timeout" and delay <= 0:
+            delay = DEFAULT_TIMEOUT_DELAY
+        self._sleep(self.latency + delay)
+        if reply.kind == "status":
+            headers = {}
+            if reply.retry_after is not None:
+                headers["retry-after"] = _format_seconds(reply.retry_after)
+            message = f"Fake error {reply.status} (scripted)."
+            return reply.status, _error_body(reply.status, message), headers
+        content = render_content(reply, body)
+        if is_chat:
+            return 200, _chat_completion(body, content), {}
+        return 200, _response(body, content), {}
+
+
+# --------------------------------------------------------------------------- pytest fixtures
+
+
+@pytest.fixture
+def fake_openai() -> Iterator[FakeOpenAI]:
+    """A started FakeOpenAI for one test, stopped afterwards."""
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+@pytest.fixture(scope="session")
+def fake_openai_session() -> Iterator[FakeOpenAI]:
+    """One FakeOpenAI shared by the session; call ``reset()`` at the start of each test."""
+    with FakeOpenAI() as fake:
+        yield fake
+
+
+# --------------------------------------------------------------------------- standalone
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Serve until SIGTERM/SIGINT, after printing ``READY <base_url>``."""
+    parser = argparse.ArgumentParser(prog="python -m tests.fake_openai", description=__doc__)
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, default=0, help="0 picks a free port")
+    parser.add_argument("--latency", type=float, default=0.0, help="seconds added per request")
+    parser.add_argument("--mode", default="ok", choices=sorted(KINDS), help="default Reply kind")
+    parser.add_argument("--status", type=int, default=500, help="HTTP status for --mode status")
+    parser.add_argument("--retry-after", type=float, default=None, help="for --mode status")
+    parser.add_argument("--delay", type=float, default=0.0, help="per-reply delay (timeout: 30)")
+    parser.add_argument("--content", default=None, help="for --mode content")
+    parser.add_argument("--log", default=None, help="append one JSON line per request here")
+    args = parser.parse_args(argv)
+    default = Reply(
+        kind=args.mode,
+        status=args.status if args.mode == "status" else 200,
+        retry_after=args.retry_after,
+        delay=args.delay,
+        content=args.content if args.content is not None or args.mode != "content" else "",
+    )
+    fake = FakeOpenAI(
+        host=args.host, port=args.port, latency=args.latency, default=default, log_path=args.log
+    )
+    stop = threading.Event()
+
+    def _on_signal(signum: int, frame: object) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    with fake:
+        print(f"READY {fake.base_url}", flush=True)
+        while not stop.is_set():
+            stop.wait(0.2)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
