@@ -115,14 +115,14 @@ def select_candidates(
         pl.col("memory_mode").str.to_lowercase().is_in(["disabled", "polluted"]).fill_null(False)
     )
     decision = (
-        pl.when(
+        pl.when(pl.col("is_subagent"))
+        .then(pl.lit("subagent"))
+        .when(
             ~source_class(
                 source=pl.col("source"), originator=pl.col("originator"), format=pl.col("format")
             ).is_in(list(policy.sources))
         )
         .then(pl.lit("source_not_selected"))
-        .when(pl.col("is_subagent"))
-        .then(pl.lit("subagent"))
         .when(memory_off)
         .then(pl.lit("memory_disabled"))
         .when(pl.col("n_user_messages") == 0)

@@ -1,0 +1,260 @@
+"""Stage one end to end: real files, a real DuckDB, the real openai client against a local
+OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from memkiln.flows.extract import ExtractSummary, extract_store
+from memkiln.flows.ingest import ingest_archive
+from memkiln.settings import Settings
+from tests.builders import codex_lines, make_archive, uid, write_rollout
+from tests.fake_openai import FakeOpenAI, Reply, last_user_text
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def settings(tmp_path: Path, fake: FakeOpenAI | None = None, **kw: object) -> Settings:
+    base: dict[str, object] = {
+        "archive": tmp_path / "archive",
+        "db": tmp_path / "m.duckdb",
+        "backfill": True,
+        "min_rollout_idle_hours": 0,
+    }
+    if fake is not None:
+        base |= {
+            "backend": "openai",
+            "base_url": fake.base_url,
+            "model": "fake-model",
+            "max_retries": 0,
+            "request_timeout_s": 5,
+        }
+    return Settings(**(base | kw))  # type: ignore[arg-type]
+
+
+def rows(db: Path, query: str) -> list[tuple[object, ...]]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(query).fetchall()
+
+
+def extract(s: Settings) -> ExtractSummary:
+    return extract_store(s)
+
+
+@pytest.fixture
+def archive_of_six(tmp_path: Path) -> list[Path]:
+    paths = make_archive(tmp_path / "archive", 6)
+    ingest_archive(settings(tmp_path))
+    return paths
+
+
+def test_a_normal_run_stores_one_output_per_session_and_a_rerun_sends_nothing(
+    tmp_path: Path, fake_openai: FakeOpenAI, archive_of_six: list[Path]
+) -> None:
+    s = settings(tmp_path, fake_openai)
+    first = extract(s)
+
+    assert first.outcomes == {"succeeded": 6}
+    assert fake_openai.count("/chat/completions") == 6
+    body = fake_openai.requests[0]["body"]
+    assert body["response_format"]["json_schema"]["strict"] is True
+    assert set(body["response_format"]["json_schema"]["schema"]["required"]) == {
+        "raw_memory", "rollout_summary", "rollout_slug"
+    }  # fmt: skip
+    stored = rows(
+        s.db,
+        "select rollout_id, backend, model, prompt_version, input_tokens > 0 from stage1_outputs",
+    )
+    assert len(stored) == 6 and {r[1:] for r in stored} == {
+        ("openai", "fake-model", "stage1-v1", True)
+    }
+
+    second = extract(s)
+    assert fake_openai.count() == 6  # zero new requests
+    assert second.decisions == {"up_to_date": 6}
+
+
+def test_appending_to_one_session_sends_exactly_one_request(
+    tmp_path: Path, fake_openai: FakeOpenAI, archive_of_six: list[Path]
+) -> None:
+    s = settings(tmp_path, fake_openai)
+    extract(s)
+    with archive_of_six[2].open("a") as fh:
+        fh.write(json.dumps({
+            "timestamp": "2026-10-01T12:00:00.000Z", "type": "response_item",
+            "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "also show the VAT number"}]},
+        }) + "\n")  # fmt: skip
+    ingest_archive(s)
+    again = extract(s)
+    assert fake_openai.count() == 7
+    assert again.outcomes == {"succeeded": 1}
+
+
+def test_every_bad_answer_ends_in_its_documented_outcome_and_the_run_goes_on(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    kinds = {
+        0: Reply("ok"),
+        1: Reply("noop"),
+        2: Reply("extra_key"),
+        3: Reply("missing_key"),
+        4: Reply("broken_json"),
+        5: Reply("status", status=429, retry_after=0.05),
+        6: Reply("status", status=500),
+        7: Reply("timeout", delay=3),
+        8: Reply("status", status=400),
+        9: Reply("secret"),
+    }
+    make_archive(tmp_path / "archive", len(kinds))
+    ingest_archive(settings(tmp_path))
+
+    def route(body: dict) -> Reply | None:
+        text = last_user_text(body)
+        for n, reply in kinds.items():
+            if uid(n) in text:
+                return reply
+        return None
+
+    fake_openai.route(route)
+    s = settings(tmp_path, fake_openai, max_retries=1, request_timeout_s=1)
+    summary = extract(s)
+
+    assert summary.outcomes == {
+        "succeeded": 2,
+        "succeeded_no_output": 1,
+        "failed:schema_mismatch": 2,
+        "failed:invalid_json": 1,
+        "failed:rate_limited": 1,
+        "failed:server_error": 1,
+        "failed:timeout": 1,
+        "failed:bad_request": 1,
+    }
+    per_rollout = dict(
+        rows(s.db, "select rollout_id, coalesce(last_reason, status) from stage1_jobs")
+    )
+    assert per_rollout[uid(5)] == "rate_limited" and per_rollout[uid(8)] == "bad_request"
+    # 429 and 500 were retried once, honouring Retry-After; a 400 never is
+    hits = {
+        n: sum(uid(n) in last_user_text(r["body"]) for r in fake_openai.requests) for n in kinds
+    }
+    assert hits[5] == 2 and hits[6] == 2 and hits[8] == 1
+    # the model's secret never reaches the store
+    memory = rows(s.db, f"select raw_memory from stage1_outputs where rollout_id = '{uid(9)}'")[0][
+        0
+    ]
+    assert "sk-proj-" not in memory and "hunter2hunter2" not in memory
+    assert "[REDACTED_SECRET]" in memory
+    outcomes = dict(
+        rows(
+            s.db,
+            "select outcome || coalesce(':' || reason, ''), count(*) from stage1_attempts group by 1",
+        )
+    )
+    assert outcomes["failed:timeout"] == 1
+    # failed sessions wait for their retry time; nothing is sent again right away
+    before = fake_openai.count()
+    again = extract(s)
+    assert fake_openai.count() == before
+    assert again.decisions.get("retry_later") == 7
+
+
+def test_a_no_op_answer_removes_the_earlier_output(
+    tmp_path: Path, fake_openai: FakeOpenAI, archive_of_six: list[Path]
+) -> None:
+    s = settings(tmp_path, fake_openai)
+    extract(s)
+    with archive_of_six[0].open("a") as fh:
+        fh.write(json.dumps({"timestamp": "2026-10-02T00:00:00.000Z", "type": "response_item",
+                             "payload": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "never mind"}]}}) + "\n")  # fmt: skip
+    ingest_archive(s)
+    fake_openai.default = Reply("noop")
+    extract(s)
+    assert rows(s.db, f"select count(*) from stage1_outputs where rollout_id = '{uid(0)}'") == [
+        (0,)
+    ]
+    assert rows(s.db, f"select status from stage1_jobs where rollout_id = '{uid(0)}'") == [
+        ("succeeded_no_output",)
+    ]
+
+
+def test_selection_skips_exec_subagent_and_recent_sessions(tmp_path: Path) -> None:
+    archive = tmp_path / "archive"
+    now = datetime.now(UTC)
+    for n, (source, age) in enumerate(
+        [("cli", timedelta(days=1)), ("exec", timedelta(days=1)), ("subagent", timedelta(days=1)),
+         ("cli", timedelta(minutes=5)), ("cli", timedelta(days=40)), ("vscode", timedelta(days=2))]
+    ):  # fmt: skip
+        at = now - age
+        write_rollout(
+            archive, uid(n), codex_lines(uid(n), request="fix it", at=at, source=source), at
+        )
+    s = settings(tmp_path, backfill=False, min_rollout_idle_hours=6)
+    ingest_archive(s)
+    summary = extract(s)
+    assert summary.decisions == {
+        "take": 2, "source_not_selected": 1, "subagent": 1, "still_active": 1, "too_old": 1
+    }  # fmt: skip
+
+
+def test_killing_the_process_mid_run_then_rerunning_leaves_one_outcome_per_session(
+    tmp_path: Path,
+) -> None:
+    make_archive(tmp_path / "archive", 24)
+    s = settings(tmp_path)
+    ingest_archive(s)
+    log = tmp_path / "requests.log"
+    server = subprocess.Popen(
+        [sys.executable, "-m", "tests.fake_openai", "--port", "0", "--latency", "0.4", "--log", str(log)],
+        cwd=REPO, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    try:
+        ready = server.stdout.readline().strip()  # type: ignore[union-attr]
+        assert ready.startswith("READY ")
+        base_url = ready.split()[1]
+        cmd = [
+            sys.executable, "-m", "memkiln.flows.cli", "extract", "--no-prefect", "--no-progress",
+            "--db", str(s.db), "--backend", "openai", "--base-url", base_url, "--model", "fake-model",
+            "--backfill", "--min-idle-hours", "0", "--concurrency", "2", "--max-retries", "0",
+        ]  # fmt: skip
+        worker = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if log.exists() and len(log.read_text().splitlines()) >= 8:
+                break
+            assert worker.poll() is None, worker.stderr.read()  # type: ignore[union-attr]
+            time.sleep(0.05)
+        os.kill(worker.pid, signal.SIGKILL)
+        worker.wait()
+        sent_before_kill = len(log.read_text().splitlines())
+        assert 8 <= sent_before_kill < 24
+
+        killed = rows(s.db, "select status, count(*) from stage1_jobs group by 1")
+        assert dict(killed).get("running", 0) >= 1  # the dead run left leased jobs behind
+
+        summary = extract(Settings(**(s.model_dump() | {
+            "backend": "openai", "base_url": base_url, "model": "fake-model", "max_retries": 0,
+        })))  # fmt: skip
+    finally:
+        server.terminate()
+        server.wait(timeout=10)
+
+    assert summary.orphans_taken_over >= 1
+    jobs = rows(s.db, "select status, count(*) from stage1_jobs group by 1")
+    assert jobs == [("succeeded", 24)]
+    assert rows(s.db, "select count(*), count(distinct rollout_id) from stage1_outputs") == [
+        (24, 24)
+    ]
+    assert rows(s.db, "select status from runs where command = 'extract' order by started_at") == [
+        ("abandoned",),
+        ("succeeded",),
+    ]

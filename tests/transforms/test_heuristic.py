@@ -1,0 +1,94 @@
+"""The offline extractor: useful output from evidence, the no-op answer when there is none."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+import duckdb
+import polars as pl
+import pytest
+
+from memkiln.flows.ingest import ingest_archive
+from memkiln.io.store import fetch_pl
+from memkiln.settings import Settings
+from memkiln.transforms.filtering import filter_memory_items
+from memkiln.transforms.heuristic import RolloutFacts, extract_heuristic
+from tests.builders import codex_lines, uid, write_rollout
+
+
+def extract_file(tmp_path: Path, lines: list[dict]) -> object:
+    at = datetime(2026, 10, 1, tzinfo=UTC)
+    write_rollout(tmp_path / "a", uid(1), lines, at)
+    ingest_archive(Settings(archive=tmp_path / "a", db=tmp_path / "m.duckdb"))
+    with duckdb.connect(str(tmp_path / "m.duckdb"), read_only=True) as con:
+        items = fetch_pl(con, "select * from items order by seq")
+    kept = filter_memory_items(items.lazy()).collect()
+    return extract_heuristic(kept, RolloutFacts(uid(1), "/home/dev/shop", at))
+
+
+def test_requests_preferences_failures_commands_and_feedback_are_all_in_the_memory(
+    tmp_path: Path,
+) -> None:
+    lines = codex_lines(
+        uid(1),
+        request="Fix the flaky checkout test. Please always run the linter first. We use pnpm, not npm.",
+        at=datetime(2026, 10, 1, tzinfo=UTC),
+        calls=[
+            ("npm test", "Exit code: 127\nOutput:\nbash: npm: command not found"),
+            ("pnpm test", "Exit code: 0\nOutput:\n12 passed"),
+        ],
+        answer="Switched the test to pnpm; all 12 tests pass.",
+        feedback="thanks, works now",
+    )
+    out = extract_file(tmp_path, lines)
+    raw = out.raw_memory  # type: ignore[attr-defined]
+    assert raw.startswith("---\ndescription: Fix the flaky checkout test.")
+    assert "task_outcome: success" in raw
+    assert "Please always run the linter first" in raw
+    assert "We use pnpm, not npm" in raw
+    assert "`npm test` failed: bash: npm: command not found; a later `pnpm test` succeeded" in raw
+    assert "`pnpm test`" in raw
+    assert "Final answer: Switched the test to pnpm" in raw
+    summary = out.rollout_summary  # type: ignore[attr-defined]
+    assert summary.startswith("# Fix the flaky checkout test.")
+    assert "Outcome: success" in summary
+    assert out.rollout_slug == "flaky-checkout-test-always-linter"  # type: ignore[attr-defined]
+
+
+def test_a_session_with_nothing_durable_gets_the_no_op_answer(tmp_path: Path) -> None:
+    lines = codex_lines(uid(1), request="hi", at=datetime(2026, 10, 1, tzinfo=UTC), answer="Hello!")
+    out = extract_file(tmp_path, lines)
+    assert out.is_noop  # type: ignore[attr-defined]
+    assert (out.raw_memory, out.rollout_summary, out.rollout_slug) == ("", "", None)  # type: ignore[attr-defined]
+
+
+@pytest.mark.corpus
+def test_heuristic_over_every_codex_corpus_file(rollout_corpus: Path, tmp_path: Path) -> None:
+    archive = tmp_path / "codex"
+    shutil.copytree(rollout_corpus / "codex", archive)
+    db = tmp_path / "m.duckdb"
+    ingest_archive(Settings(archive=archive, db=db))
+    with duckdb.connect(str(db), read_only=True) as con:
+        rollouts = fetch_pl(
+            con, "select rollout_id, cwd, updated_at, n_user_messages from rollouts"
+        )
+        items = fetch_pl(con, "select * exclude (payload_json) from items")
+    kept = filter_memory_items(items.lazy()).collect()
+    with_failures = noops = 0
+    for rid, cwd, updated, n_users in rollouts.iter_rows():
+        mine = kept.filter(pl.col("rollout_id") == rid)
+        out = extract_heuristic(mine, RolloutFacts(rid, cwd, updated))
+        outputs = mine.filter(pl.col("item_type") == "function_call_output")["text"].drop_nulls()
+        failed = outputs.str.contains(r"Exit code: [1-9]|exited with code [1-9]").sum()
+        if n_users == 0 or mine.height == 0:
+            assert out.is_noop, rid
+            noops += 1
+        elif failed and mine.filter(pl.col("role") == "user").height:
+            with_failures += 1
+            assert not out.is_noop, rid
+            assert "Failures and how to do differently:" in out.raw_memory, rid
+        assert json.dumps(out.model_dump())  # serializable, no surprises
+    assert with_failures >= 10 and noops >= 1
