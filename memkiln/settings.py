@@ -74,6 +74,9 @@ class Settings(BaseSettings):
     max_output_tokens: int = Field(
         4000, gt=0, description="Output tokens a stage-one answer may use."
     )
+    max_memories_per_project: int = Field(
+        256, gt=0, description="Stage-one memories consolidated per project at most."
+    )
     prices: dict[str, tuple[float, float]] = Field(
         default_factory=lambda: {
             "gpt-5-mini": (0.25, 2.0),

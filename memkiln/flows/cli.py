@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.table import Table
 
 from memkiln.errors import MemkilnError
-from memkiln.settings import DEFAULT_DB, Settings
+from memkiln.settings import DEFAULT_DB, DEFAULT_OUT, Settings
 
 app = typer.Typer(
     name="memkiln",
@@ -309,6 +309,7 @@ def extract(
 def run(
     archive: ArchiveOpt,
     db: DbOpt = DEFAULT_DB,
+    out: OutOpt = DEFAULT_OUT,
     backend: BackendOpt = "heuristic",
     model: ModelOpt = "gpt-5-mini",
     base_url: BaseUrlOpt = None,
@@ -326,13 +327,14 @@ def run(
         bool, typer.Option("--progress/--no-progress", help="Show a progress bar on a terminal.")
     ] = True,
 ) -> None:
-    """The whole job as one Prefect flow: ingest the archive, then extract memories."""
+    """The whole job as one Prefect flow: ingest, extract, consolidate into memory files."""
     from memkiln.flows.ingest import check_archive
 
     check_archive(archive)
     settings = Settings(
         db=db,
         archive=archive,
+        out=out,
         **_extract_settings(
             backend=backend, model=model, base_url=base_url, api=api, concurrency=concurrency,
             context_window=context_window, backfill=backfill, max_age_days=max_age_days,
@@ -341,12 +343,116 @@ def run(
         ),  # type: ignore[arg-type]
     )  # fmt: skip
     _check_db(settings.db)
+    _check_out(settings.out)
     _prefect_environment()
     from memkiln.flows.run import run_flow
 
     summary = run_flow(settings, show_progress=progress)
     _print_ingest_summary(summary.ingest, settings)
     _print_extract_summary(summary.extract)
+    _print_consolidate_summary(summary.consolidate, settings.out)
+
+
+OutOpt = Annotated[
+    Path,
+    typer.Option(
+        "--out", help="Directory the memory files are written to (one folder per project)."
+    ),
+]
+
+
+def _print_consolidate_summary(summary, out: Path) -> None:  # type: ignore[no-untyped-def]
+    console = Console()
+    table = Table(title=f"memkiln consolidate · run {summary.run_id[:12]}", show_header=False)
+    table.add_column("what", style="bold")
+    table.add_column("count", justify="right")
+    statuses: dict[str, int] = {}
+    for status in summary.projects.values():
+        statuses[status] = statuses.get(status, 0) + 1
+    table.add_row("projects", f"{len(summary.projects):,}")
+    for status, n in sorted(statuses.items()):
+        table.add_row(f"  {status}", f"{n:,}")
+    table.add_row("files written", f"{summary.written:,}")
+    table.add_row("files removed", f"{summary.removed:,}")
+    console.print(table)
+    for project, reason in sorted(summary.failures.items()):
+        console.print(f"[red]failed[/]: {project}: {reason}", highlight=False)
+    console.print(f"memory files: {out}/INDEX.md", highlight=False)
+
+
+@app.command()
+def consolidate(
+    db: DbOpt = DEFAULT_DB,
+    out: OutOpt = DEFAULT_OUT,
+    project: Annotated[
+        str | None,
+        typer.Option("--project", help="Only this project (its key or its folder name)."),
+    ] = None,
+    backend: BackendOpt = "heuristic",
+    model: ModelOpt = "gpt-5-mini",
+    base_url: BaseUrlOpt = None,
+    context_window: WindowOpt = None,
+    timeout: TimeoutOpt = 120,
+    max_retries: RetriesOpt = 4,
+    progress: Annotated[
+        bool, typer.Option("--progress/--no-progress", help="Show a progress bar on a terminal.")
+    ] = True,
+    orchestrate: Annotated[
+        bool, typer.Option("--prefect/--no-prefect", help="Run as a Prefect flow, or in-process.")
+    ] = True,
+) -> None:
+    """Phase 2: write each project's memory files from its stage-one memories.
+
+    A project whose memories did not change since its last consolidation is not touched.
+    """
+    settings = Settings(
+        db=db, out=out, backend=backend, model=model, base_url=base_url,  # type: ignore[arg-type]
+        context_window=context_window, request_timeout_s=timeout, max_retries=max_retries,
+    )  # fmt: skip
+    _check_db(settings.db)
+    _check_out(settings.out)
+    if orchestrate:
+        _prefect_environment()
+        from memkiln.flows.consolidate import consolidate_flow
+
+        summary = consolidate_flow(settings, project=project, show_progress=progress)
+    else:
+        from memkiln.flows.consolidate import consolidate_store
+        from memkiln.flows.progress import Reporter
+
+        summary = consolidate_store(settings, project=project, reporter=Reporter(enabled=progress))
+    _print_consolidate_summary(summary, settings.out)
+
+
+def _check_out(out: Path) -> None:
+    from memkiln.io.memory_files import OutputRoot
+
+    OutputRoot(out)
+
+
+@app.command()
+def show(
+    project: Annotated[
+        str,
+        typer.Argument(
+            help="A project key (e.g. github.com/acme/shop or a directory) or its folder name."
+        ),
+    ],
+    out: OutOpt = DEFAULT_OUT,
+) -> None:
+    """Print a project's memory_summary.md: what an agent loads at the start of a session."""
+    from memkiln.transforms.names import project_dirname
+
+    for folder in (project, project_dirname(project)):
+        if "/" in folder or folder in ("", ".", ".."):
+            continue
+        path = out / folder / "memory_summary.md"
+        if path.is_file():
+            sys.stdout.write(path.read_text(encoding="utf-8"))
+            return
+    raise MemkilnError(
+        f"no memory for {project!r} under {out}; see {out}/INDEX.md for the projects"
+    )
 
 
 @app.command("render-input")

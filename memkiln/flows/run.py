@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 from prefect import flow
 
+from memkiln.flows.consolidate import ConsolidateSummary, consolidate_task
 from memkiln.flows.extract import ExtractSummary, extract_task
 from memkiln.flows.ingest import IngestSummary, ingest_task
 from memkiln.settings import Settings
@@ -19,11 +20,13 @@ from memkiln.settings import Settings
 class RunSummary:
     ingest: IngestSummary
     extract: ExtractSummary
+    consolidate: ConsolidateSummary
 
 
 @flow(name="memkiln-run", validate_parameters=False)
 def run_flow(settings: Settings, show_progress: bool = True) -> RunSummary:
-    """Ingest, then extract."""
+    """Ingest, extract, consolidate."""
     ingested = ingest_task(settings, show_progress)
     extracted = extract_task(settings, show_progress)
-    return RunSummary(ingest=ingested, extract=extracted)
+    consolidated = consolidate_task(settings, None, show_progress)
+    return RunSummary(ingest=ingested, extract=extracted, consolidate=consolidated)

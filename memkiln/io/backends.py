@@ -23,12 +23,30 @@ from memkiln.io.jobs import Outcome
 from memkiln.io.store import now
 from memkiln.settings import Settings
 from memkiln.transforms.heuristic import RolloutFacts, extract_heuristic
-from memkiln.transforms.outputs import StageOneOutput, parse_stage_one, stage_one_json_schema
-from memkiln.transforms.prompts import StageOneInput
+from memkiln.transforms.outputs import (
+    ConsolidationOutput,
+    StageOneOutput,
+    parse_model,
+    parse_stage_one,
+    stage_one_json_schema,
+    strict_schema,
+)
+from memkiln.transforms.prompts import ConsolidationInput, StageOneInput
 from memkiln.transforms.redact import RuleSet, redact_text
 from memkiln.transforms.tokens import count_tokens
 
 HEURISTIC_MODEL = "heuristic-v1"
+
+
+@dataclass(frozen=True)
+class ConsolidationResult:
+    """A model's phase-2 answer, or why there is none."""
+
+    output: ConsolidationOutput | None
+    reason: str | None = None
+    detail: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
 
 
 @dataclass(frozen=True)
@@ -219,6 +237,39 @@ class OpenAIBackend:
         return (
             text,
             usage.prompt_tokens if usage else count_tokens(prompt.user),
+            usage.completion_tokens if usage else 0,
+        )
+
+    async def consolidate(self, prompt: ConsolidationInput) -> ConsolidationResult:
+        """One structured call for a project's MEMORY.md, memory_summary.md and skills."""
+        needed = count_tokens(prompt.system) + count_tokens(prompt.user) + 16_000
+        if self.context_window and needed > self.context_window:
+            return ConsolidationResult(None, "context_overflow", f"{needed} tokens needed")
+        schema = strict_schema(ConsolidationOutput)
+        try:
+            completion = await self.client.chat.completions.create(
+                model=self.model,
+                messages=[
+                    {"role": "system", "content": prompt.system},
+                    {"role": "user", "content": prompt.user},
+                ],
+                max_completion_tokens=16_000,
+                response_format={
+                    "type": "json_schema",
+                    "json_schema": {"name": "consolidation", "schema": schema, "strict": True},
+                },
+            )
+        except openai.APIError as exc:
+            detail = redact_text(f"{type(exc).__name__}: {exc}"[:300], rules=self.rules)
+            return ConsolidationResult(None, failure_reason(exc), detail)
+        text = completion.choices[0].message.content if completion.choices else None
+        value, reason, detail = parse_model(text, ConsolidationOutput)
+        usage = completion.usage
+        return ConsolidationResult(
+            value,  # type: ignore[arg-type]
+            reason,
+            detail,
+            usage.prompt_tokens if usage else 0,
             usage.completion_tokens if usage else 0,
         )
 

@@ -204,6 +204,7 @@ def _sentences(texts: list[str], pattern: str, limit: int) -> list[str]:
             pl.col("t").str.contains(pattern)
             & (pl.col("t").str.len_chars().is_between(8, 400))
             & ~pl.col("t").str.starts_with("<")
+            & ~pl.col("t").str.ends_with("?")  # a question is not a standing instruction
         )
         .unique(maintain_order=True)
         .head(limit)

@@ -67,3 +67,65 @@ def parse_stage_one(text: str | None) -> Parsed:
             f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['type']}" for e in exc.errors()
         )
         return Parsed(None, "schema_mismatch", problems[:300])
+
+
+class Skill(BaseModel):
+    """A procedure seen to work more than once, written as ``skills/<name>/SKILL.md``."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str
+    description: str
+    body: str
+
+
+class ConsolidationOutput(BaseModel):
+    """What phase 2 asks a model for, per project."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    memory_md: str
+    memory_summary_md: str
+    skills: list[Skill]
+
+
+def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """A strict JSON schema for ``model``: every property required, no others, no titles."""
+
+    def tighten(node: Any) -> None:
+        if isinstance(node, dict):
+            for key in ("title", "default"):  # keywords, not properties that share the name
+                if not isinstance(node.get(key), dict):
+                    node.pop(key, None)
+            if node.get("type") == "object" and "properties" in node:
+                node["additionalProperties"] = False
+                node["required"] = list(node["properties"])
+            for value in node.values():
+                tighten(value)
+        elif isinstance(node, list):
+            for value in node:
+                tighten(value)
+
+    schema = model.model_json_schema()
+    tighten(schema)
+    return schema
+
+
+def parse_model(
+    text: str | None, model: type[BaseModel]
+) -> tuple[BaseModel | None, str | None, str | None]:
+    """Parse ``text`` into ``model``: ``(value, reason, detail)`` with the same fixed reasons
+    as stage one (``invalid_json``, ``schema_mismatch``)."""
+    if text is None or not text.strip():
+        return None, "invalid_json", "empty answer"
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        return None, "invalid_json", f"{exc.msg} at char {exc.pos}"
+    try:
+        return model.model_validate(data), None, None
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in e['loc']) or '<root>'}: {e['type']}" for e in exc.errors()
+        )
+        return None, "schema_mismatch", problems[:300]

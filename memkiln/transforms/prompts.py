@@ -62,3 +62,45 @@ def build_stage_one_input(
         rollout_contents=contents,
     )
     return StageOneInput(system=system, user=user, truncation=truncation)
+
+
+CONSOLIDATION_PROMPT_VERSION = "consolidate-v1"
+
+
+@dataclass(frozen=True)
+class ConsolidationInput:
+    system: str
+    user: str
+    truncation: Truncation
+
+
+def build_consolidation_input(
+    *,
+    project_key: str,
+    current_memory: str | None,
+    current_summary: str | None,
+    added: str,
+    removed: str,
+    summary_files: list[str],
+    context_window: int | None,
+) -> ConsolidationInput:
+    """Render the phase-2 messages; the added memories are cut in the middle when the whole
+    would not fit ``context_window x 95% x 70%`` tokens."""
+    env = environment()
+    fixed = dict(
+        project_key=project_key,
+        current_memory=current_memory or "",
+        current_summary=current_summary or "",
+        removed=removed,
+        summary_files="\n".join(f"- rollout_summaries/{name}" for name in summary_files)
+        or "(none)",
+    )
+    template = env.get_template("consolidation_input.md")
+    without_added = count_tokens(template.render(**fixed, added=""))
+    budget = max(stage_one_budget(context_window) - without_added, 1_000)
+    added_cut, truncation = truncate_middle(added, budget)
+    return ConsolidationInput(
+        system=env.get_template("consolidation_system.md").render(),
+        user=template.render(**fixed, added=added_cut),
+        truncation=truncation,
+    )

@@ -1,0 +1,198 @@
+"""Phase 2, consolidation: per project, memory files an agent can load.
+
+1. open the store and the output root (temporaries of a killed run are removed)
+2. select each project's memories (usage from citations, then recency; at most 256)
+3. per project whose inputs changed since its last success: write raw_memories.md and
+   rollout_summaries/, then MEMORY.md and memory_summary.md (heuristic or model, with
+   skills from a model), removing files of memories that left the selection
+4. clear the folders of projects left without memories; write INDEX.md
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+import duckdb
+import polars as pl
+from prefect import flow, task
+from prefect.cache_policies import NO_CACHE
+
+from memkiln.flows.progress import Reporter
+from memkiln.io.backends import OpenAIBackend
+from memkiln.io.consolidator import ProjectOutcome, consolidate_project
+from memkiln.io.memory_files import OutputRoot
+from memkiln.io.store import fetch_pl, finish_run, now, open_store, sql, start_run
+from memkiln.settings import Settings
+from memkiln.transforms.consolidate import render_index, select_memories, with_stems
+from memkiln.transforms.names import project_dirname
+from memkiln.transforms.redact import load_rules, redact_text
+from memkiln.transforms.usage import citation_usage
+
+GENERATED = ("raw_memories.md", "MEMORY.md", "memory_summary.md", "rollout_summaries", "skills")
+
+
+@dataclass
+class ConsolidateSummary:
+    run_id: str = ""
+    projects: dict[str, str] = field(default_factory=dict)  # project -> status
+    written: int = 0
+    removed: int = 0
+    failures: dict[str, str] = field(default_factory=dict)  # project -> reason
+
+
+def consolidate_store(
+    settings: Settings, *, project: str | None = None, reporter: Reporter | None = None
+) -> ConsolidateSummary:
+    """Run phase 2 over the store (no Prefect; the flow below wraps this)."""
+    reporter = reporter or Reporter(enabled=False)
+    rules = load_rules()
+    root = OutputRoot(settings.out)
+    backend = OpenAIBackend(settings, rules=rules) if settings.backend == "openai" else None
+    con = open_store(settings.db)
+    summary = ConsolidateSummary()
+    try:
+        summary.run_id = start_run(con, command="consolidate")
+        try:
+            asyncio.run(_consolidate(con, root, settings, backend, project, summary, reporter))
+        except BaseException as exc:
+            finish_run(
+                con, summary.run_id, status="failed", counts={},
+                error=redact_text(f"{type(exc).__name__}: {exc}"[:500], rules=rules),
+            )  # fmt: skip
+            raise
+        finish_run(con, summary.run_id, status="succeeded", counts={})
+    finally:
+        con.close()
+    return summary
+
+
+async def _consolidate(
+    con: duckdb.DuckDBPyConnection,
+    root: OutputRoot,
+    settings: Settings,
+    backend: OpenAIBackend | None,
+    only: str | None,
+    summary: ConsolidateSummary,
+    reporter: Reporter,
+) -> None:
+    rules = load_rules()
+    # 1. leftovers of a killed run
+    root.clean_temporaries()
+    # 2. select
+    inputs = fetch_pl(con, sql("consolidation_inputs"))
+    usage = citation_usage(fetch_pl(con, sql("citing_items")).lazy())
+    selected = with_stems(
+        select_memories(inputs.lazy(), usage, limit=settings.max_memories_per_project).collect()
+    )
+    jobs = fetch_pl(
+        con, "select project_key, folder, status, input_hash, selected_ids from consolidation_jobs"
+    )
+    previous = {row["project_key"]: row for row in jobs.iter_rows(named=True)}
+    keys = sorted(set(selected["project_key"].to_list()))
+    if only is not None:
+        keys = [k for k in keys if only in (k, project_dirname(k))]
+    backend_name = "openai" if backend else "heuristic"
+    model = backend.model if backend else "heuristic-v1"
+    # 3. per project
+    with reporter.task("consolidate", total=len(keys)) as advance:
+        for key in keys:
+            prev = previous.get(key) or {}
+            ok_before = prev.get("status") == "succeeded"
+            outcome = await consolidate_project(
+                root,
+                key,
+                selected.filter(pl.col("project_key") == key),
+                previous_ids=list(prev.get("selected_ids") or []) if ok_before else [],
+                previous_hash=prev.get("input_hash") if ok_before else None,
+                backend=backend,
+                backend_name=backend_name,
+                model=model,
+                context_window=settings.context_window,
+                rules=rules,
+            )
+            _record(con, outcome, backend_name, model, prev)
+            summary.projects[key] = outcome.status
+            summary.written += len(outcome.written)
+            summary.removed += len(outcome.removed)
+            if outcome.status == "failed":
+                summary.failures[key] = outcome.reason or "failed"
+            advance(1)
+    # 4. projects left without memories, then the index
+    if only is None:
+        for key, prev in previous.items():
+            if key in keys or prev.get("status") == "empty":
+                continue
+            removed = [
+                f"{prev['folder']}/{name}" for name in GENERATED
+                if root.remove(f"{prev['folder']}/{name}")
+            ]  # fmt: skip
+            outcome = ProjectOutcome(key, prev["folder"], "empty", removed=removed)
+            _record(con, outcome, backend_name, model, prev)
+            summary.projects[key] = "empty"
+            summary.removed += len(removed)
+    sessions = fetch_pl(con, sql("project_sessions"))
+    memories = selected.group_by("project_key").agg(memories=pl.len())
+    index = sessions.join(memories, on="project_key", how="inner").with_columns(
+        folder=pl.col("project_key").map_batches(_folders, return_dtype=pl.String)
+    )
+    root.write("INDEX.md", render_index(index))
+    if backend is not None:
+        await backend.aclose()
+
+
+def _folders(keys: pl.Series) -> pl.Series:
+    return pl.Series([project_dirname(k) for k in keys.to_list()], dtype=pl.String)
+
+
+def _record(
+    con: duckdb.DuckDBPyConnection,
+    outcome: ProjectOutcome,
+    backend: str,
+    model: str,
+    prev: dict[str, object],
+) -> None:
+    """Store a project's consolidation outcome (a skipped project keeps its record)."""
+    if outcome.status == "skipped":
+        return
+    succeeded = outcome.status in ("succeeded", "empty")
+    con.execute(
+        """
+        insert or replace into consolidation_jobs (project_key, folder, status, owner,
+            input_hash, selected_ids, backend, model, memories, files_written, files_removed,
+            last_success_at, last_reason, last_error, updated_at)
+        values ($key, $folder, $status, null, $hash, $ids, $backend, $model, $memories,
+            $written, $removed, $success_at, $reason, $error, $at)
+        """,
+        {
+            "key": outcome.project_key,
+            "folder": outcome.folder,
+            "status": outcome.status,
+            "hash": outcome.input_hash if succeeded else prev.get("input_hash"),
+            "ids": outcome.selected_ids if succeeded else prev.get("selected_ids"),
+            "backend": backend,
+            "model": model,
+            "memories": len(outcome.selected_ids),
+            "written": len(outcome.written),
+            "removed": len(outcome.removed),
+            "success_at": now() if succeeded else None,
+            "reason": outcome.reason,
+            "error": outcome.detail,
+            "at": now(),
+        },
+    )
+
+
+@task(name="consolidate", cache_policy=NO_CACHE)
+def consolidate_task(
+    settings: Settings, project: str | None, show_progress: bool
+) -> ConsolidateSummary:
+    return consolidate_store(settings, project=project, reporter=Reporter(enabled=show_progress))
+
+
+@flow(name="memkiln-consolidate", validate_parameters=False)
+def consolidate_flow(
+    settings: Settings, project: str | None = None, show_progress: bool = True
+) -> ConsolidateSummary:
+    """Phase 2: per-project memory files."""
+    return consolidate_task(settings, project, show_progress)

@@ -1,0 +1,325 @@
+"""Phase 2 as pure functions: per-project selection and the memory files' contents.
+
+Nothing here writes a file: ``project_files`` returns ``{relative path: text}`` for one
+project and the writer in ``memkiln.io.memory_files`` decides what changes on disk.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import polars as pl
+
+from memkiln.transforms.names import summary_stem
+from memkiln.transforms.tokens import count_tokens
+
+MEMORY_SUMMARY_MAX_TOKENS = 2_500
+SECTIONS = {
+    "Preference signals": "preferences",
+    "Reusable knowledge": "knowledge",
+    "Failures and how to do differently": "failures",
+}
+SELECTED_COLUMNS = (
+    "project_key",
+    "rollout_id",
+    "cwd",
+    "updated_at",
+    "raw_memory",
+    "rollout_summary",
+    "rollout_slug",
+    "usage_count",
+    "last_usage",
+)
+
+
+def select_memories(outputs: pl.LazyFrame, usage: pl.LazyFrame, *, limit: int) -> pl.LazyFrame:
+    """Per project, the outputs with text, ranked by usage count, then last usage, then
+    session recency; at most ``limit``. Adds ``rank`` (1 = first)."""
+    ranked = (
+        outputs.filter(
+            (pl.col("raw_memory").str.strip_chars() != "")
+            & (pl.col("rollout_summary").str.strip_chars() != "")
+            & pl.col("project_key").is_not_null()
+        )
+        .join(usage, on="rollout_id", how="left")
+        .with_columns(pl.col("usage_count").fill_null(0))
+        .sort(
+            ["usage_count", "last_usage", "updated_at", "rollout_id"],
+            descending=[True, True, True, False],
+            nulls_last=True,
+        )
+        .with_columns(rank=pl.int_range(1, pl.len() + 1).over("project_key"))
+    )
+    return ranked.filter(pl.col("rank") <= limit)
+
+
+def with_stems(selected: pl.DataFrame) -> pl.DataFrame:
+    """Add each summary file's stem (Codex's naming rule; a pure function per id)."""
+    stems = [
+        summary_stem(rid, updated, slug)
+        for rid, updated, slug in selected.select(
+            "rollout_id", "updated_at", "rollout_slug"
+        ).iter_rows()
+    ]
+    return selected.with_columns(stem=pl.Series(stems, dtype=pl.String))
+
+
+def memory_bullets(selected: pl.DataFrame) -> pl.DataFrame:
+    """Every bullet of every raw memory with its section, task and source stem."""
+    lines = (
+        selected.select(
+            "rollout_id", "stem", "updated_at", line=pl.col("raw_memory").str.split("\n")
+        )
+        .explode("line")
+        .with_columns(pl.col("line").str.strip_chars_end())
+    )
+    header = pl.col("line").str.extract(r"^([A-Z][A-Za-z ]+):\s*$", 1)
+    task = pl.col("line").str.extract(r"^### Task \d+:\s*(.*)$", 1)
+    return (
+        lines.with_columns(
+            section=pl.when(task.is_not_null())
+            .then(pl.lit(""))
+            .when(header.is_not_null())
+            .then(header.replace_strict(SECTIONS, default=pl.lit("other"))),
+        )
+        .with_columns(pl.col("section").forward_fill().over("rollout_id"))
+        .filter(
+            pl.col("section").is_in(list(SECTIONS.values())) & pl.col("line").str.starts_with("- ")
+        )
+        .select(
+            "rollout_id",
+            "stem",
+            "updated_at",
+            "section",
+            text=pl.col("line").str.slice(2).str.strip_chars(),
+        )
+        .filter(pl.col("text") != "")
+    )
+
+
+def merge_bullets(bullets: pl.DataFrame) -> pl.DataFrame:
+    """Merge near-duplicate bullets (same words, whatever the case, punctuation or order);
+    each merged bullet keeps the newest wording and every source."""
+    key = (
+        pl.col("text")
+        .str.to_lowercase()
+        .str.replace_all(r"[^a-z0-9\s]+", " ")
+        .str.strip_chars()
+        .str.split(" ")
+        .list.eval(pl.element().filter(pl.element() != ""))
+        .list.unique()
+        .list.sort()
+        .list.join(" ")
+    )
+    return (
+        bullets.with_columns(key=key)
+        .sort("updated_at", descending=True)
+        .group_by("section", "key", maintain_order=True)
+        .agg(
+            text=pl.col("text").first(),
+            sources=pl.col("stem").unique().sort(),
+            newest=pl.col("updated_at").max(),
+        )
+        .with_columns(n_sources=pl.col("sources").list.len())
+        .sort(["section", "n_sources", "newest", "text"], descending=[False, True, True, False])
+    )
+
+
+def tasks(selected: pl.DataFrame) -> pl.DataFrame:
+    """Each memory's tasks: title, outcome, group (the memory's first keyword)."""
+    lines = selected.select(
+        "rollout_id", "stem", "updated_at", "raw_memory", line=pl.col("raw_memory").str.split("\n")
+    ).explode("line")
+    titles = lines.with_columns(
+        title=pl.col("line").str.extract(r"^### Task \d+:\s*(.*)$", 1),
+        outcome=pl.col("line").str.extract(r"^task_outcome:\s*(\S+)", 1),
+    )
+    group = (
+        pl.col("raw_memory")
+        .str.extract(r"(?m)^keywords:\s*([^,\n]+)", 1)
+        .str.strip_chars()
+        .str.to_lowercase()
+        .fill_null("general")
+    )
+    return (
+        titles.with_columns(pl.col("outcome").backward_fill().over("rollout_id"))
+        .filter(pl.col("title").is_not_null())
+        .with_columns(group=group)
+        .select("rollout_id", "stem", "updated_at", "group", "title", "outcome")
+        .sort(["group", "updated_at", "title"], descending=[False, True, False])
+    )
+
+
+def _source_refs(stems: list[str]) -> str:
+    return ", ".join(f"rollout_summaries/{s}.md" for s in stems)
+
+
+def render_summary_file(row: dict[str, object]) -> str:
+    updated = row["updated_at"]
+    return (
+        f"rollout_id: {row['rollout_id']}\n"
+        f"updated_at: {updated.isoformat() if updated else 'unknown'}\n"  # type: ignore[attr-defined]
+        f"cwd: {row['cwd'] or 'unknown'}\n\n"
+        f"{str(row['rollout_summary']).strip()}\n"
+    )
+
+
+def render_raw_memories(project_key: str, selected: pl.DataFrame) -> str:
+    ordered = selected.sort(["updated_at", "rollout_id"], descending=[True, False], nulls_last=True)
+    parts = [
+        f"# Raw memories: {project_key}",
+        "",
+        f"{ordered.height} selected memories, most recently updated session first.",
+        "",
+    ]
+    for i, row in enumerate(ordered.iter_rows(named=True), start=1):
+        updated = row["updated_at"].isoformat() if row["updated_at"] else "unknown"
+        parts += [
+            f"## Memory {i}: {row['stem']}",
+            "",
+            f"rollout_id: {row['rollout_id']}",
+            f"updated_at: {updated}",
+            f"cwd: {row['cwd'] or 'unknown'}",
+            f"rollout_summary_file: rollout_summaries/{row['stem']}.md",
+            "",
+            str(row["raw_memory"]).strip(),
+            "",
+        ]
+    return "\n".join(parts).rstrip() + "\n"
+
+
+def render_memory_md(
+    project_key: str, selected: pl.DataFrame, merged: pl.DataFrame, task_rows: pl.DataFrame
+) -> str:
+    first = selected["updated_at"].min()
+    last = selected["updated_at"].max()
+    span = f"{first:%Y-%m-%d} to {last:%Y-%m-%d}" if first and last else "unknown dates"  # type: ignore[str-format]
+    out = [
+        f"# Memory: {project_key}",
+        "",
+        f"Consolidated by memkiln from {selected.height} sessions ({span}). Every bullet names "
+        "the rollout summaries it comes from.",
+        "",
+        "## Task groups",
+        "",
+    ]
+    for (group,), rows in task_rows.group_by("group", maintain_order=True):
+        out.append(f"### {group}")
+        for row in rows.iter_rows(named=True):
+            out.append(
+                f"- {row['title']} — outcome: {row['outcome'] or 'uncertain'} "
+                f"(from {_source_refs([row['stem']])})"
+            )
+        out.append("")
+    titles = {
+        "preferences": "User preferences",
+        "knowledge": "Reusable knowledge",
+        "failures": "Failures and how to avoid them",
+    }
+    for section, title in titles.items():
+        rows = merged.filter(pl.col("section") == section)
+        if rows.is_empty():
+            continue
+        out += [f"## {title}", ""]
+        for text, sources in rows.select("text", "sources").iter_rows():
+            out.append(f"- {text} (from {_source_refs(sources)})")
+        out.append("")
+    return "\n".join(out).rstrip() + "\n"
+
+
+def render_memory_summary(
+    project_key: str, merged: pl.DataFrame, task_rows: pl.DataFrame, *, max_tokens: int
+) -> str:
+    """``memory_summary.md``: first line ``v1``, preferences, tips, then an index of what is
+    in memory with the most recent days first; cut to ``max_tokens`` from the oldest end."""
+    head = [
+        "v1",
+        f"# Memory summary: {project_key}",
+        "",
+        "Load this at the start of a session; MEMORY.md and rollout_summaries/ hold the details.",
+        "",
+    ]
+    prefs = merged.filter(pl.col("section") == "preferences").head(12)["text"].to_list()
+    tips = (
+        merged.filter(
+            (pl.col("section") == "failures")
+            | (
+                (pl.col("section") == "knowledge")
+                & ~pl.col("text").str.starts_with("Final answer:")
+                & ~pl.col("text").str.starts_with("Commands that ran:")
+            )
+        )
+        .head(12)["text"]
+        .to_list()
+    )
+    body: list[str] = []
+    if prefs:
+        body += ["## User preferences", "", *[f"- {p}" for p in prefs], ""]
+    if tips:
+        body += ["## General tips", "", *[f"- {t}" for t in tips], ""]
+    index: list[str] = ["## What is in memory (most recent first)", ""]
+    by_day = task_rows.sort("updated_at", descending=True, nulls_last=True).with_columns(
+        day=pl.col("updated_at").dt.strftime("%Y-%m-%d").fill_null("undated")
+    )
+    for (day,), rows in by_day.group_by("day", maintain_order=True):
+        index.append(f"### {day}")
+        for row in rows.iter_rows(named=True):
+            outcome = row["outcome"] or "uncertain"
+            index.append(f"- {row['title']} ({outcome}): rollout_summaries/{row['stem']}.md")
+        index.append("")
+
+    def text(lines: list[str]) -> str:
+        return "\n".join(lines).rstrip() + "\n"
+
+    lines = head + body + index
+    while count_tokens(text(lines)) > max_tokens and len(lines) > len(head):
+        lines.pop()  # the oldest index entries go first, then tips, then preferences
+    return text(lines)
+
+
+@dataclass(frozen=True)
+class ProjectFiles:
+    """The deterministic part (raw memories, summaries) and the consolidated part."""
+
+    deterministic: dict[str, str]
+    consolidated: dict[str, str]
+
+    @property
+    def all(self) -> dict[str, str]:
+        return self.deterministic | self.consolidated
+
+
+def deterministic_files(project_key: str, selected: pl.DataFrame) -> dict[str, str]:
+    files = {"raw_memories.md": render_raw_memories(project_key, selected)}
+    for row in selected.iter_rows(named=True):
+        files[f"rollout_summaries/{row['stem']}.md"] = render_summary_file(row)
+    return files
+
+
+def heuristic_consolidation(project_key: str, selected: pl.DataFrame) -> dict[str, str]:
+    """MEMORY.md and memory_summary.md without a model: merged bullets, grouped tasks."""
+    merged = merge_bullets(memory_bullets(selected))
+    task_rows = tasks(selected)
+    return {
+        "MEMORY.md": render_memory_md(project_key, selected, merged, task_rows),
+        "memory_summary.md": render_memory_summary(
+            project_key, merged, task_rows, max_tokens=MEMORY_SUMMARY_MAX_TOKENS
+        ),
+    }
+
+
+def render_index(projects: pl.DataFrame) -> str:
+    """``INDEX.md``: ``project_key, folder, sessions, memories, last_update`` per project."""
+    out = [
+        "# memkiln memory index",
+        "",
+        "| project | folder | sessions | memories | last update |",
+        "|---|---|---|---|---|",
+    ]
+    for row in projects.sort("project_key").iter_rows(named=True):
+        last = row["last_update"]
+        when = f"{last:%Y-%m-%d %H:%M}" if last else ""
+        name = row["project_key"].replace("|", "/")
+        link = f"[{row['folder']}]({row['folder']}/memory_summary.md)"
+        out.append(f"| {name} | {link} | {row['sessions']} | {row['memories']} | {when} |")
+    return "\n".join(out) + "\n"
