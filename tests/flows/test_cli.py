@@ -73,3 +73,15 @@ def test_ingest_runs_as_a_prefect_flow_and_prints_its_summary(
     status = memkiln("status", "--db", str(db))
     assert status.returncode == 0, status.stderr
     assert "rollouts: 8" in status.stdout
+
+
+def test_run_is_the_whole_job_as_one_prefect_flow(sample_archive: Path, tmp_path: Path) -> None:
+    db, out = tmp_path / "m.duckdb", tmp_path / "memories"
+    result = memkiln(
+        "run", "--archive", str(sample_archive), "--db", str(db), "--out", str(out),
+        "--backfill", "--no-progress",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "memkiln extract" in result.stdout and "files written" in result.stdout
+    assert (out / "INDEX.md").is_file()
+    assert len([p for p in out.iterdir() if p.is_dir()]) >= 4
