@@ -1,0 +1,359 @@
+"""Secret redaction: every text is passed through here before it is stored or sent.
+
+The rules are data (``secret_rules.toml`` next to this module). Each rule belongs to one of three
+passes, and each pass is a single combined alternation applied with ``str.replace_all``:
+
+1. ``block``: PEM/OpenSSH/PGP private-key blocks, from ``-----BEGIN ... PRIVATE KEY-----`` to the
+   matching END line, or through the base64 body when the block is truncated. It runs first so
+   that no later rule can cut a block in two.
+2. ``token``: self-identifying tokens (``ghp_...``, ``AKIA...``, ``sk-...``, JWTs, ...), replaced
+   whole. Group 1 keeps what the lead-in matched (nothing after a word boundary, or a ``\\n``
+   escape or an ANSI colour code), and for tokens whose first letter could follow a backslash
+   (``npm_``, ``rk_live_``, ...) also the type prefix.
+3. ``keyed``: values recognised by what precedes them (``password: ...``, ``DB_PASSWORD=...``,
+   ``Authorization: Bearer ...``, ``scheme://user:...@host``). Group 1, the key with its quotes,
+   is kept, an optional group 2 after the value (the ``@`` before a host, the character that
+   ends a generic value) is kept too, and the value becomes ``[REDACTED_SECRET]``. Generic keys
+   only fire on credential-looking values (8+ characters with a digit or a symbol, not a
+   function call), so ``max_tokens: 4096``, ``token = get_token()``,
+   ``secret = hashlib.sha256(seed)`` or ``password: <redacted>`` stay as they are.
+
+Groups are numbered across the whole alternation, so a pass's replacement is the concatenation of
+every rule's kept-prefix group, the marker, then every kept-suffix group: only the branch that
+matched contributes text, the groups of the other branches are empty. Every branch starts with
+a literal or an assertion, never a character class, which keeps the combined automaton small
+and lets the regex engine use literal prefilters.
+
+JSON-safety invariant. Redaction runs on raw JSONL lines, before they are parsed, and a secret
+may sit at any escape depth (``"password": "..."`` in a decoded string, ``\\"password\\": \\"...``
+in a tool output, ``\\\\\\"api_key\\\\\\":...`` inside function-call arguments). A redacted
+valid JSON line stays valid JSON because the replaced part of every match
+
+* never contains a double quote,
+* contains a backslash only as a whole escape run followed by ``n``, ``r``, ``t`` or ``u2192``
+  (line breaks and file-viewer gutters inside key blocks),
+* never starts on the character after an escaping backslash: keys and quotes (``\\*["']``) are
+  inside the kept group; a token starts after a word boundary, and a word boundary follows a
+  backslash only when the token starts with one of ``b f n r t u``, whose type prefix is kept.
+
+Values never begin with ``[``, so ``[REDACTED_SECRET]`` is never matched again: after redaction
+:func:`secret_count_expr` is 0 and redaction is idempotent. The loader checks, for every rule,
+that it compiles in Polars, has the right capture groups, and matches neither the empty string
+nor already-redacted text.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.resources
+import re
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal, get_args
+
+import polars as pl
+from polars.exceptions import ComputeError
+
+__all__ = [
+    "REDACTED",
+    "Pass",
+    "Rule",
+    "RuleSet",
+    "load_rules",
+    "redact_expr",
+    "redact_secrets",
+    "redact_text",
+    "rule_hit_counts",
+    "secret_count_expr",
+]
+
+REDACTED: str = "[REDACTED_SECRET]"
+
+PassName = Literal["block", "token", "keyed"]
+PASS_ORDER: tuple[PassName, ...] = get_args(PassName)
+
+_RULES_RESOURCE = "secret_rules.toml"
+_RULE_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
+_FRAGMENT_REF = re.compile(r"\{\{([a-z_][a-z0-9_]*)\}\}")
+_RULE_KEYS = frozenset({"id", "pass", "description", "regex"})
+_TOP_KEYS = frozenset({"fragments", "rules"})
+# Text a rule must leave alone: what redaction itself produces, in the contexts rules look at.
+_ALREADY_REDACTED: tuple[str, ...] = (
+    REDACTED,
+    f"token={REDACTED}",
+    f"API_TOKEN={REDACTED}",
+    f"password: {REDACTED}",
+    f'"api_key": "{REDACTED}"',
+    f'\\"secret\\":\\"{REDACTED}\\"',
+    f"Authorization: Bearer {REDACTED}",
+    f"--password {REDACTED}",
+    f"postgres://user:{REDACTED}@db:5432/app",
+    f"aws_secret_access_key = {REDACTED}",
+    f"DB_PASSWORD={REDACTED}",
+    f"npm_{REDACTED} sk_live_{REDACTED}",
+    f"https://{REDACTED}",
+)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One secret pattern. ``pattern`` is the expanded Rust regex (fragments substituted)."""
+
+    id: str
+    pass_name: PassName
+    description: str
+    pattern: str
+    keep_prefix: bool  # group 1 is written back before the marker
+    keep_suffix: bool  # group 2 is written back after the marker
+
+    @property
+    def group_count(self) -> int:
+        return int(self.keep_prefix) + int(self.keep_suffix)
+
+
+@dataclass(frozen=True)
+class Pass:
+    """One ``str.replace_all`` over the text: a combined alternation and its replacement."""
+
+    name: PassName
+    pattern: str
+    replacement: str
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """Validated rules (in pass order) and the combined patterns built from them."""
+
+    rules: tuple[Rule, ...]
+    passes: tuple[Pass, ...]
+    any_pattern: str  # every rule in one alternation: flags rows, counts leftovers
+    source: str
+
+    @property
+    def rule_ids(self) -> tuple[str, ...]:
+        return tuple(rule.id for rule in self.rules)
+
+
+# -- loading ---------------------------------------------------------------------------------
+
+
+def load_rules(path: Path | None = None) -> RuleSet:
+    """Load and validate a rules file; ``None`` means the packaged ``secret_rules.toml``.
+
+    Raises ``ValueError`` naming the offending rule id when a rule is malformed, does not compile
+    in Polars, matches the empty string or matches already-redacted text.
+    """
+    if path is None:
+        return _default_rules()
+    return _parse_rules(Path(path).read_text(encoding="utf-8"), source=str(path))
+
+
+@functools.cache
+def _default_rules() -> RuleSet:
+    resource = importlib.resources.files(__package__ or "memkiln.transforms") / _RULES_RESOURCE
+    return _parse_rules(resource.read_text(encoding="utf-8"), source=_RULES_RESOURCE)
+
+
+def _parse_rules(text: str, *, source: str) -> RuleSet:
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as err:
+        raise ValueError(f"{source}: not valid TOML: {err}") from err
+    unknown = set(data) - _TOP_KEYS
+    if unknown:
+        raise ValueError(f"{source}: unknown top-level keys {sorted(unknown)}")
+    fragments = _expand_fragments(data.get("fragments", {}), source=source)
+    raw_rules = data.get("rules")
+    if not isinstance(raw_rules, list) or not raw_rules:
+        raise ValueError(f"{source}: expected a non-empty [[rules]] array")
+
+    rules: list[Rule] = []
+    seen: set[str] = set()
+    for index, raw in enumerate(raw_rules):
+        rule = _parse_rule(raw, index=index, fragments=fragments, source=source)
+        if rule.id in seen:
+            raise ValueError(f"{source}: rule {rule.id!r}: duplicate id")
+        seen.add(rule.id)
+        rules.append(rule)
+    rules.sort(key=lambda rule: PASS_ORDER.index(rule.pass_name))  # stable: file order per pass
+
+    rule_set = RuleSet(
+        rules=tuple(rules),
+        passes=tuple(_build_pass(name, rules) for name in PASS_ORDER if _in_pass(name, rules)),
+        any_pattern=_alternation(rule.pattern for rule in rules),
+        source=source,
+    )
+    _check_combined(rule_set)
+    return rule_set
+
+
+def _expand_fragments(raw: Any, *, source: str) -> dict[str, str]:
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{source}: [fragments] must be a table of strings")
+    fragments: dict[str, str] = {}
+    for name, value in raw.items():
+        if not isinstance(value, str):
+            raise ValueError(f"{source}: fragment {name!r} must be a string")
+        fragments[name] = _substitute(value, fragments, where=f"fragment {name!r}", source=source)
+    return fragments
+
+
+def _substitute(pattern: str, fragments: Mapping[str, str], *, where: str, source: str) -> str:
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name not in fragments:
+            raise ValueError(f"{source}: {where}: unknown fragment {{{{{name}}}}}")
+        return fragments[name]
+
+    return _FRAGMENT_REF.sub(replace, pattern)
+
+
+def _parse_rule(raw: Any, *, index: int, fragments: Mapping[str, str], source: str) -> Rule:
+    if not isinstance(raw, Mapping):
+        raise ValueError(f"{source}: rules[{index}] must be a table")
+    rule_id = raw.get("id")
+    if not isinstance(rule_id, str) or not _RULE_ID.match(rule_id):
+        raise ValueError(
+            f"{source}: rules[{index}]: id must be lower-case kebab-case, got {rule_id!r}"
+        )
+    where = f"rule {rule_id!r}"
+    unknown = set(raw) - _RULE_KEYS
+    if unknown:
+        raise ValueError(f"{source}: {where}: unknown keys {sorted(unknown)}")
+    pass_name = raw.get("pass")
+    if pass_name not in PASS_ORDER:
+        raise ValueError(f"{source}: {where}: pass must be one of {PASS_ORDER}, got {pass_name!r}")
+    description = raw.get("description", "")
+    if not isinstance(description, str):
+        raise ValueError(f"{source}: {where}: description must be a string")
+    regex = raw.get("regex")
+    if not isinstance(regex, str) or not regex.strip():
+        raise ValueError(f"{source}: {where}: regex must be a non-empty string")
+
+    pattern = _substitute(regex, fragments, where=where, source=source)
+    groups = _compile_groups(pattern, where=where, source=source)
+    if groups not in (["1"], ["1", "2"]) and groups:
+        raise ValueError(
+            f"{source}: {where}: use at most two unnamed capture groups "
+            f"(1 = kept prefix, 2 = kept suffix), found {groups}"
+        )
+    if pass_name == "keyed" and not groups:
+        raise ValueError(f"{source}: {where}: a keyed rule must keep its key in group 1")
+    _check_matches_nothing_redacted(pattern, where=where, source=source)
+    return Rule(
+        id=rule_id,
+        pass_name=pass_name,
+        description=description,
+        pattern=pattern,
+        keep_prefix=len(groups) >= 1,
+        keep_suffix=len(groups) == 2,
+    )
+
+
+def _compile_groups(pattern: str, *, where: str, source: str) -> list[str]:
+    """Compile ``pattern`` with the regex engine Polars uses; return its capture group names."""
+    try:
+        dtype = pl.Series([""], dtype=pl.String).str.extract_groups(pattern).dtype
+    except ComputeError as err:
+        raise ValueError(f"{source}: {where}: regex does not compile: {err}") from err
+    if not isinstance(dtype, pl.Struct):  # pragma: no cover - extract_groups always gives a struct
+        raise TypeError(f"unexpected dtype {dtype} from str.extract_groups")
+    return [field.name for field in dtype.fields]
+
+
+def _check_matches_nothing_redacted(pattern: str, *, where: str, source: str) -> None:
+    probes = pl.Series(["", *_ALREADY_REDACTED], dtype=pl.String)
+    hits = probes.filter(probes.str.contains(pattern)).to_list()
+    if hits:
+        raise ValueError(
+            f"{source}: {where}: regex matches the empty string or already-redacted text "
+            f"{hits[0]!r}"
+        )
+
+
+def _in_pass(name: PassName, rules: Sequence[Rule]) -> bool:
+    return any(rule.pass_name == name for rule in rules)
+
+
+def _alternation(patterns: Iterable[str]) -> str:
+    return "|".join(f"(?:{pattern})" for pattern in patterns)
+
+
+def _build_pass(name: PassName, rules: Sequence[Rule]) -> Pass:
+    members = [rule for rule in rules if rule.pass_name == name]
+    prefixes: list[str] = []
+    suffixes: list[str] = []
+    offset = 0
+    for rule in members:
+        if rule.keep_prefix:
+            prefixes.append(f"${{{offset + 1}}}")
+        if rule.keep_suffix:
+            suffixes.append(f"${{{offset + 2}}}")
+        offset += rule.group_count
+    replacement = "".join(prefixes) + REDACTED + "".join(suffixes)
+    return Pass(
+        name=name, pattern=_alternation(r.pattern for r in members), replacement=replacement
+    )
+
+
+def _check_combined(rule_set: RuleSet) -> None:
+    probe = pl.Series([""], dtype=pl.String)
+    for pattern, where in [(p.pattern, f"pass {p.name!r}") for p in rule_set.passes] + [
+        (rule_set.any_pattern, "combined rule set")
+    ]:
+        try:
+            probe.str.contains(pattern)
+        except ComputeError as err:  # e.g. the compiled size limit
+            raise ValueError(f"{rule_set.source}: {where}: regex does not compile: {err}") from err
+
+
+# -- expressions -----------------------------------------------------------------------------
+
+
+def redact_expr(expr: pl.Expr, *, rules: RuleSet) -> pl.Expr:
+    """``expr`` (a string expression) with every secret replaced by ``[REDACTED_SECRET]``."""
+    for rule_pass in rules.passes:
+        expr = expr.str.replace_all(rule_pass.pattern, rule_pass.replacement)
+    return expr
+
+
+def redact_secrets(lf: pl.LazyFrame, *, columns: Sequence[str], rules: RuleSet) -> pl.LazyFrame:
+    """Redact the given string columns in place (same names, same order)."""
+    return lf.with_columns(redact_expr(pl.col(name), rules=rules) for name in columns)
+
+
+def secret_count_expr(expr: pl.Expr, *, rules: RuleSet) -> pl.Expr:
+    """Number of matches of the whole rule set in ``expr`` (0 for null); 0 after redaction."""
+    return expr.str.count_matches(rules.any_pattern).fill_null(0)
+
+
+def rule_hit_counts(lf: pl.LazyFrame, *, column: str, rules: RuleSet) -> pl.LazyFrame:
+    """One row per rule with at least one hit in ``column``: ``rule_id`` (str), ``hits`` (i64).
+
+    Count on the text before redaction. Rows are first flagged with the combined pattern, so the
+    per-rule counts only run on the few rows that hold a secret. Rows follow the rule order
+    (pass by pass, file order within a pass).
+    """
+    text = pl.col(column)
+    flagged = lf.select(text).filter(text.str.contains(rules.any_pattern))
+    per_rule = flagged.select(
+        text.str.count_matches(rule.pattern).sum().cast(pl.Int64).alias(rule.id)
+        for rule in rules.rules
+    )
+    return (
+        per_rule.unpivot(variable_name="rule_id", value_name="hits")
+        .filter(pl.col("hits") > 0)
+        .select(pl.col("rule_id").cast(pl.String), pl.col("hits").cast(pl.Int64))
+    )
+
+
+def redact_text(text: str, *, rules: RuleSet) -> str:
+    """Redact one string (a log line, a CLI message) with the same Polars expression."""
+    redacted = (
+        pl.Series("text", [text], dtype=pl.String)
+        .to_frame()
+        .select(redact_expr(pl.col("text"), rules=rules))
+    )
+    return str(redacted.item())
