@@ -26,3 +26,11 @@ BLOB_MIN_CHARS = 512
 
 #: Suffixes discovered as rollout files.
 ROLLOUT_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst")
+
+#: Sessions whose stage-one requests are prepared (and jobs claimed) together.
+PREPARE_CHUNK = 64
+
+#: Stage-one outcomes are written in one transaction once this many are waiting …
+FLUSH_OUTCOMES = 32
+#: … or once this many seconds passed since the last write.
+FLUSH_SECONDS = 0.5

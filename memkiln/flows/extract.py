@@ -12,32 +12,36 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import timedelta
+from datetime import datetime, timedelta
+from typing import Any
 
 import duckdb
 import polars as pl
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
+from memkiln.constants import FLUSH_OUTCOMES, FLUSH_SECONDS, PREPARE_CHUNK
 from memkiln.flows.progress import Reporter
 from memkiln.io.backends import Backend, Request, make_backend
 from memkiln.io.jobs import (
+    Finished,
     Outcome,
-    claim,
-    finish,
+    claim_many,
+    finish_many,
     load_selection_inputs,
     release_orphans,
-    reusable_output,
+    reusable_outputs,
 )
-from memkiln.io.preview import stage_one_input
 from memkiln.io.store import fetch_pl, finish_run, now, open_store, start_run
 from memkiln.settings import Settings
 from memkiln.transforms.filtering import filter_memory_items
 from memkiln.transforms.heuristic import RolloutFacts
-from memkiln.transforms.prompts import STAGE_ONE_PROMPT_VERSION
-from memkiln.transforms.redact import RuleSet, load_rules, redact_text
+from memkiln.transforms.prompts import STAGE_ONE_PROMPT_VERSION, build_stage_one_input
+from memkiln.transforms.redact import RuleSet, load_rules, redact_expr, redact_text
+from memkiln.transforms.render import render_items
 from memkiln.transforms.selection import SelectionPolicy, select_candidates
 
 
@@ -68,41 +72,59 @@ def policy_from(settings: Settings) -> SelectionPolicy:
     )
 
 
-def build_request(
+def build_requests(
     con: duckdb.DuckDBPyConnection,
-    rollout_id: str,
+    todo: pl.DataFrame,
     *,
     settings: Settings,
     rules: RuleSet,
-) -> Request:
-    """A session's kept items and its rendered, budgeted stage-one messages."""
-    meta = con.execute(
-        "select path, cwd, updated_at from rollouts where rollout_id = $rid", {"rid": rollout_id}
-    ).fetchall()[0]
+) -> list[Request]:
+    """Requests for the sessions of ``todo``: their kept items, rendered, redacted again and
+    budgeted into stage-one messages, all sessions of the chunk in one Polars pass."""
+    ids = todo["rollout_id"].to_list()
+    meta = fetch_pl(
+        con,
+        "select rollout_id, path, cwd, updated_at from rollouts where rollout_id = any($ids)",
+        {"ids": ids},
+    ).with_columns(
+        path=redact_expr(pl.col("path"), rules=rules), cwd=redact_expr(pl.col("cwd"), rules=rules)
+    )
     items = fetch_pl(
         con,
-        "select * exclude (payload_json) from items where rollout_id = $rid order by seq",
-        {"rid": rollout_id},
+        "select * exclude (payload_json) from items where rollout_id = any($ids)",
+        {"ids": ids},
     )
-    prompt = stage_one_input(
-        items,
-        rollout_path=meta[0],
-        rollout_cwd=meta[1],
-        context_window=settings.context_window,
-        rules=rules,
+    kept = filter_memory_items(items.lazy()).sort("rollout_id", "seq").collect()
+    contents = (
+        render_items(kept.lazy(), rules=rules)
+        .group_by("rollout_id")
+        .agg(contents=pl.col("item_json").sort_by("seq").str.join("\n"))
+        .collect()
     )
-    digest = hashlib.sha256()
-    digest.update(prompt.system.encode())
-    digest.update(b"\0")
-    digest.update(prompt.user.encode())
-    kept = filter_memory_items(items.lazy()).collect()
-    return Request(
-        rollout_id=rollout_id,
-        items=kept,
-        facts=RolloutFacts(rollout_id=rollout_id, cwd=meta[1], updated_at=meta[2]),
-        prompt=prompt,
-        input_hash=digest.hexdigest(),
-    )
+    per_rollout = kept.partition_by("rollout_id", as_dict=True, maintain_order=True)
+    empty = kept.clear()
+    table = meta.join(contents, on="rollout_id", how="left")
+    requests = []
+    for rid, path, cwd, updated_at, body in table.select(
+        "rollout_id", "path", "cwd", "updated_at", "contents"
+    ).iter_rows():
+        prompt = build_stage_one_input(
+            rollout_path=path,
+            rollout_cwd=cwd,
+            rollout_contents=body or "",
+            context_window=settings.context_window,
+        )
+        digest = hashlib.sha256(prompt.system.encode() + b"\0" + prompt.user.encode())
+        requests.append(
+            Request(
+                rollout_id=rid,
+                items=per_rollout.get((rid,), empty),
+                facts=RolloutFacts(rollout_id=rid, cwd=cwd, updated_at=updated_at),
+                prompt=prompt,
+                input_hash=digest.hexdigest(),
+            )
+        )
+    return requests
 
 
 def extract_store(
@@ -155,30 +177,46 @@ async def _extract(
     summary.considered = decided.height
     summary.decisions = dict(Counter(decided["decision"].to_list()))
     todo = decided.filter(pl.col("decision") == "take").select("rollout_id", "updated_at")
-    # 3. extract with bounded concurrency; outcomes written as they arrive
+    reusable = reusable_outputs(con, prompt_version=STAGE_ONE_PROMPT_VERSION, model=backend.model)
+    # 3. extract with bounded concurrency; outcomes are written in small batches
     outcomes: Counter[str] = Counter()
-    retry_delay = timedelta(hours=settings.retry_delay_hours)
+    buffer: list[Finished] = []
+    last_flush = time.monotonic()
     slots = asyncio.Semaphore(settings.concurrency)
 
-    def record(result: Outcome, watermark: object, attempt: int) -> None:
-        finish(
-            con,
-            result,
-            watermark=watermark,  # type: ignore[arg-type]
-            attempt=attempt,
-            run_id=summary.run_id,
-            backend=backend.name,
-            model=backend.model,
-            prompt_version=STAGE_ONE_PROMPT_VERSION,
-            retry_delay=retry_delay,
-        )
-        key = result.outcome + (f":{result.reason}" if result.reason else "")
-        outcomes[key] += 1
-        summary.input_tokens += result.input_tokens
-        summary.output_tokens += result.output_tokens
-        summary.cost_usd += result.cost_usd
+    writer = asyncio.Lock()  # one batch of outcomes written at a time, in order
 
-    async def run_one(request: Request, watermark: object, attempt: int, done: object) -> None:
+    def write(batch: list[Finished]) -> None:
+        with con.cursor() as cur:  # a worker thread: the loop goes on sending meanwhile
+            finish_many(
+                cur,
+                batch,
+                run_id=summary.run_id,
+                backend=backend.name,
+                model=backend.model,
+                prompt_version=STAGE_ONE_PROMPT_VERSION,
+                retry_delay=timedelta(hours=settings.retry_delay_hours),
+                rules=rules,
+            )
+
+    async def flush(*, force: bool = False) -> None:
+        nonlocal last_flush
+        due = len(buffer) >= FLUSH_OUTCOMES or time.monotonic() - last_flush > FLUSH_SECONDS
+        if not buffer or not (force or due):
+            return
+        batch = buffer.copy()
+        buffer.clear()
+        last_flush = time.monotonic()
+        async with writer:
+            await asyncio.to_thread(write, batch)
+        for f in batch:
+            r = f.result
+            outcomes[r.outcome + (f":{r.reason}" if r.reason else "")] += 1
+            summary.input_tokens += r.input_tokens
+            summary.output_tokens += r.output_tokens
+            summary.cost_usd += r.cost_usd
+
+    async def run_one(request: Request, watermark: datetime, attempt: int, done: Any) -> None:
         try:
             result = await backend.extract(request)
         except Exception as exc:  # a backend bug must not stop the batch: record it, go on
@@ -186,42 +224,46 @@ async def _extract(
             result = Outcome(request.rollout_id, "failed", reason="internal_error", detail=detail)
         finally:
             slots.release()
-        record(result, watermark, attempt)
-        done(1)  # type: ignore[operator]
+        buffer.append(Finished(result, watermark, attempt))
+        done(1)
+        await flush()
 
+    def prepare(chunk: pl.DataFrame) -> tuple[list[Request], dict[str, int]]:
+        # a separate connection: this runs in a worker thread while the loop keeps
+        # sending requests and writing outcomes on ``con``
+        with con.cursor() as cur:
+            requests = build_requests(cur, chunk, settings=settings, rules=rules)
+            attempts = claim_many(
+                cur, chunk, run_id=summary.run_id, lease_seconds=settings.lease_seconds
+            )
+        return requests, attempts
+
+    running: list[asyncio.Task[None]] = []  # kept until gathered, so an error surfaces
+    chunks = list(todo.iter_slices(max(PREPARE_CHUNK, settings.concurrency * 4)))
     with reporter.task("extract", total=todo.height) as advance:
-        running: set[asyncio.Task[None]] = set()
-        for rollout_id, watermark in todo.iter_rows():
-            await slots.acquire()
-            request = build_request(con, rollout_id, settings=settings, rules=rules)
-            if reusable_output(
-                con,
-                rollout_id,
-                input_hash=request.input_hash,
-                prompt_version=STAGE_ONE_PROMPT_VERSION,
-                model=backend.model,
-            ):
-                slots.release()
-                attempt = claim(
-                    con, rollout_id, watermark=watermark, run_id=summary.run_id,
-                    lease_seconds=settings.lease_seconds,
-                )  # fmt: skip
-                record(
-                    Outcome(rollout_id, "reused", input_hash=request.input_hash), watermark, attempt
+        upcoming = asyncio.create_task(asyncio.to_thread(prepare, chunks[0])) if chunks else None
+        for i, chunk in enumerate(chunks):
+            requests, attempts = await upcoming  # type: ignore[misc]
+            if i + 1 < len(chunks):  # the next chunk is prepared while this one is sent
+                upcoming = asyncio.create_task(asyncio.to_thread(prepare, chunks[i + 1]))
+            watermarks = dict(chunk.iter_rows())
+            for request in requests:
+                rid = request.rollout_id
+                if (rid, request.input_hash) in reusable:
+                    reused = Outcome(rid, "reused", input_hash=request.input_hash)
+                    buffer.append(Finished(reused, watermarks[rid], attempts[rid]))
+                    advance(1)
+                    continue
+                await slots.acquire()
+                if backend.name != "heuristic":
+                    summary.requests += 1
+                running.append(
+                    asyncio.create_task(run_one(request, watermarks[rid], attempts[rid], advance))
                 )
-                advance(1)
-                continue
-            attempt = claim(
-                con, rollout_id, watermark=watermark, run_id=summary.run_id,
-                lease_seconds=settings.lease_seconds,
-            )  # fmt: skip
-            if backend.name != "heuristic":
-                summary.requests += 1
-            job = asyncio.create_task(run_one(request, watermark, attempt, advance))
-            running.add(job)
-            job.add_done_callback(running.discard)
+            await flush()
         if running:
             await asyncio.gather(*running)
+    await flush(force=True)
     await backend.aclose()
     summary.outcomes = dict(outcomes)
 

@@ -69,16 +69,12 @@ class Backend(Protocol):
     async def aclose(self) -> None: ...
 
 
-def finalize(rollout_id: str, output: StageOneOutput, *, rules: RuleSet, **usage: Any) -> Outcome:
-    """Redact a parsed answer again and turn it into an outcome (no-op when a text is empty)."""
-    cleaned = StageOneOutput(
-        raw_memory=redact_text(output.raw_memory, rules=rules),
-        rollout_summary=redact_text(output.rollout_summary, rules=rules),
-        rollout_slug=redact_text(output.rollout_slug, rules=rules) if output.rollout_slug else None,
-    )
-    if cleaned.is_noop:
+def finalize(rollout_id: str, output: StageOneOutput, **usage: Any) -> Outcome:
+    """Turn a parsed answer into an outcome (no-op when a text is empty). The texts are
+    redacted again, vectorized, when the outcome is written (``finish_many``)."""
+    if output.is_noop:
         return Outcome(rollout_id, "succeeded_no_output", **usage)
-    return Outcome(rollout_id, "succeeded", output=cleaned, **usage)
+    return Outcome(rollout_id, "succeeded", output=output, **usage)
 
 
 class HeuristicBackend:
@@ -96,7 +92,6 @@ class HeuristicBackend:
         return finalize(
             request.rollout_id,
             output,
-            rules=self.rules,
             input_hash=request.input_hash,
             input_tokens=0,
             output_tokens=0,
@@ -150,6 +145,14 @@ class OpenAIBackend:
         self.context_window = settings.context_window
         self.max_output_tokens = settings.max_output_tokens
         self.price_in, self.price_out = settings.prices.get(settings.model, (0.0, 0.0))
+        self._response_format = {
+            "type": "json_schema",
+            "json_schema": {
+                "name": "stage_one_output",
+                "schema": stage_one_json_schema(),
+                "strict": True,
+            },
+        }
         self.client = openai.AsyncOpenAI(
             api_key=key,
             base_url=settings.base_url,
@@ -194,7 +197,7 @@ class OpenAIBackend:
                 detail=redact_text(parsed.detail or "", rules=self.rules),
                 **usage,
             )
-        return finalize(request.rollout_id, parsed.output, rules=self.rules, **usage)
+        return finalize(request.rollout_id, parsed.output, **usage)
 
     async def _call(self, prompt: StageOneInput) -> tuple[str | None, int, int]:
         schema = stage_one_json_schema()
@@ -226,10 +229,9 @@ class OpenAIBackend:
                 {"role": "user", "content": prompt.user},
             ],
             max_completion_tokens=self.max_output_tokens,
-            response_format={
-                "type": "json_schema",
-                "json_schema": {"name": "stage_one_output", "schema": schema, "strict": True},
-            },
+            # sent as is: the client's typed-parameter transform walks a schema dict
+            # recursively on every request, which costs more than the request itself
+            extra_body={"response_format": self._response_format},
         )
         choice = completion.choices[0] if completion.choices else None
         text = choice.message.content if choice else None

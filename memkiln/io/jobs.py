@@ -13,8 +13,9 @@ from datetime import datetime, timedelta
 import duckdb
 import polars as pl
 
-from memkiln.io.store import fetch_pl, now
+from memkiln.io.store import fetch_pl, now, sql
 from memkiln.transforms.outputs import StageOneOutput
+from memkiln.transforms.redact import RuleSet, redact_expr
 from memkiln.transforms.selection import JOB_COLUMNS, ROLLOUT_COLUMNS
 
 
@@ -66,170 +67,163 @@ def load_selection_inputs(con: duckdb.DuckDBPyConnection) -> tuple[pl.DataFrame,
     return rollouts, jobs
 
 
-def claim(
+def claim_many(
     con: duckdb.DuckDBPyConnection,
-    rollout_id: str,
+    todo: pl.DataFrame,
     *,
-    watermark: datetime | None,
     run_id: str,
     lease_seconds: int,
-) -> int:
-    """Mark a job running under this run's lease; returns its attempt number for this version.
+) -> dict[str, int]:
+    """Mark the jobs of ``todo`` (``rollout_id, updated_at``) running under this run's lease,
+    in one transaction; returns each job's attempt number for its version.
 
-    A new version of the session (a different watermark) starts its retry budget again.
+    A new version of a session (a different watermark) starts its retry budget again.
     """
     at = now()
-    con.execute(
-        """
-        insert into stage1_jobs as j (rollout_id, status, owner, lease_until, attempts,
-                                      source_watermark, updated_at)
-        values ($rid, 'running', $run_id, $lease, 1, $wm, $at)
-        on conflict (rollout_id) do update set
-            status = 'running',
-            owner = excluded.owner,
-            lease_until = excluded.lease_until,
-            attempts = case
-                when j.source_watermark is not distinct from excluded.source_watermark
-                    then j.attempts + 1
-                else 1
-            end,
-            source_watermark = excluded.source_watermark,
-            updated_at = excluded.updated_at
-        """,
-        {
-            "rid": rollout_id,
-            "run_id": run_id,
-            "lease": at + timedelta(seconds=lease_seconds),
-            "wm": watermark,
-            "at": at,
-        },
-    )
-    return int(
+    frame = todo.select("rollout_id", watermark="updated_at")
+    con.register("claim_batch", frame.to_arrow())
+    try:
+        con.execute("begin transaction")
         con.execute(
-            "select attempts from stage1_jobs where rollout_id = $rid", {"rid": rollout_id}
-        ).fetchall()[0][0]
-    )
+            """
+            insert into stage1_jobs as j (rollout_id, status, owner, lease_until, attempts,
+                                          source_watermark, updated_at)
+            select rollout_id, 'running', $run_id, $lease, 1, watermark, $at from claim_batch
+            on conflict (rollout_id) do update set
+                status = 'running',
+                owner = excluded.owner,
+                lease_until = excluded.lease_until,
+                attempts = case
+                    when j.source_watermark is not distinct from excluded.source_watermark
+                        then j.attempts + 1
+                    else 1
+                end,
+                source_watermark = excluded.source_watermark,
+                updated_at = excluded.updated_at
+            """,
+            {"run_id": run_id, "lease": at + timedelta(seconds=lease_seconds), "at": at},
+        )
+        rows = con.execute(
+            "select j.rollout_id, j.attempts from stage1_jobs j join claim_batch using (rollout_id)"
+        ).fetchall()
+        con.execute("commit")
+    except BaseException:
+        con.execute("rollback")
+        raise
+    finally:
+        con.unregister("claim_batch")
+    return {rid: int(n) for rid, n in rows}
 
 
-def reusable_output(
-    con: duckdb.DuckDBPyConnection,
-    rollout_id: str,
-    *,
-    input_hash: str,
-    prompt_version: str,
-    model: str,
-) -> bool:
-    """Whether this exact input was already extracted with this prompt and model."""
+def reusable_outputs(
+    con: duckdb.DuckDBPyConnection, *, prompt_version: str, model: str
+) -> set[tuple[str, str]]:
+    """``(rollout_id, input_hash)`` pairs already extracted with this prompt and model."""
     rows = con.execute(
-        "select 1 from stage1_outputs where rollout_id = $rid and input_hash = $h "
-        "and prompt_version = $pv and model = $m",
-        {"rid": rollout_id, "h": input_hash, "pv": prompt_version, "m": model},
+        "select rollout_id, input_hash from stage1_outputs "
+        "where prompt_version = $pv and model = $m",
+        {"pv": prompt_version, "m": model},
     ).fetchall()
-    return bool(rows)
+    return {(rid, h) for rid, h in rows}
 
 
-def finish(
+@dataclass(frozen=True)
+class Finished:
+    """An outcome with the job facts needed to record it."""
+
+    result: Outcome
+    watermark: datetime | None
+    attempt: int
+
+
+OUTCOME_SCHEMA = {
+    "rollout_id": pl.String,
+    "outcome": pl.String,
+    "reason": pl.String,
+    "detail": pl.String,
+    "raw_memory": pl.String,
+    "rollout_summary": pl.String,
+    "rollout_slug": pl.String,
+    "watermark": pl.Datetime("us", "UTC"),
+    "attempt": pl.Int32,
+    "input_hash": pl.String,
+    "input_tokens": pl.Int64,
+    "output_tokens": pl.Int64,
+    "cost_usd": pl.Float64,
+    "started_at": pl.Datetime("us", "UTC"),
+}
+
+
+def finish_many(
     con: duckdb.DuckDBPyConnection,
-    result: Outcome,
+    done: list[Finished],
     *,
-    watermark: datetime | None,
-    attempt: int,
     run_id: str,
     backend: str,
     model: str,
     prompt_version: str,
     retry_delay: timedelta,
+    rules: RuleSet,
 ) -> None:
-    """Record an attempt's outcome, its job state and (for a success) the output, atomically.
+    """Record outcomes, job states and outputs of several attempts in one transaction.
 
-    ``succeeded_no_output`` removes any earlier output of the session.
+    Every text (the model's answer, failure details) is redacted again here, in one
+    vectorized pass, before it is written.
+
+    ``succeeded`` replaces the session's output; ``succeeded_no_output`` removes it;
+    ``reused`` keeps it and moves its watermark; ``failed`` schedules a retry.
     """
+    if not done:
+        return
     at = now()
-    params = {"rid": result.rollout_id, "run_id": run_id, "at": at, "wm": watermark}
-    con.execute("begin transaction")
-    try:
-        if result.outcome == "succeeded" and result.output is not None:
-            con.execute(
-                "delete from stage1_outputs where rollout_id = $rid", {"rid": result.rollout_id}
-            )
-            con.execute(
-                """
-                insert into stage1_outputs (rollout_id, raw_memory, rollout_summary, rollout_slug,
-                    watermark, backend, model, prompt_version, input_hash, input_tokens,
-                    output_tokens, cost_usd, run_id, created_at)
-                values ($rid, $raw, $summary, $slug, $wm, $backend, $model, $pv, $hash, $itok,
-                        $otok, $cost, $run_id, $at)
-                """,
-                {
-                    **params,
-                    "raw": result.output.raw_memory,
-                    "summary": result.output.rollout_summary,
-                    "slug": result.output.rollout_slug,
-                    "backend": backend,
-                    "model": model,
-                    "pv": prompt_version,
-                    "hash": result.input_hash,
-                    "itok": result.input_tokens,
-                    "otok": result.output_tokens,
-                    "cost": result.cost_usd,
-                },
-            )
-        elif result.outcome == "succeeded_no_output":
-            con.execute(
-                "delete from stage1_outputs where rollout_id = $rid", {"rid": result.rollout_id}
-            )
-        elif result.outcome == "reused":
-            con.execute(
-                "update stage1_outputs set watermark = $wm where rollout_id = $rid",
-                {"rid": result.rollout_id, "wm": watermark},
-            )
-        if result.outcome == "failed":
-            con.execute(
-                "update stage1_jobs set status = 'failed', owner = null, lease_until = null, "
-                "retry_at = $retry_at, last_reason = $reason, last_error = $detail, "
-                "updated_at = $at where rollout_id = $rid",
-                {
-                    "rid": result.rollout_id,
-                    "at": at,
-                    "retry_at": at + retry_delay,
-                    "reason": result.reason,
-                    "detail": result.detail,
-                },
-            )
-        else:
-            status = (
-                "succeeded_no_output" if result.outcome == "succeeded_no_output" else "succeeded"
-            )
-            con.execute(
-                "update stage1_jobs set status = $status, owner = null, lease_until = null, "
-                "retry_at = null, done_watermark = $wm, last_reason = null, last_error = null, "
-                "updated_at = $at where rollout_id = $rid",
-                {"rid": result.rollout_id, "at": at, "wm": watermark, "status": status},
-            )
-        con.execute(
-            """
-            insert into stage1_attempts (run_id, rollout_id, attempt, outcome, reason, detail,
-                backend, model, input_tokens, output_tokens, cost_usd, started_at, ended_at)
-            values ($run_id, $rid, $attempt, $outcome, $reason, $detail, $backend, $model,
-                    $itok, $otok, $cost, $started, $at)
-            """,
+    frame = pl.DataFrame(
+        [
             {
-                "run_id": run_id,
-                "rid": result.rollout_id,
-                "attempt": attempt,
-                "outcome": result.outcome,
-                "reason": result.reason,
-                "detail": result.detail,
-                "backend": backend,
-                "model": model,
-                "itok": result.input_tokens,
-                "otok": result.output_tokens,
-                "cost": result.cost_usd,
-                "started": result.started_at or at,
-                "at": at,
-            },
-        )
+                "rollout_id": f.result.rollout_id,
+                "outcome": f.result.outcome,
+                "reason": f.result.reason,
+                "detail": f.result.detail,
+                "raw_memory": f.result.output.raw_memory if f.result.output else None,
+                "rollout_summary": f.result.output.rollout_summary if f.result.output else None,
+                "rollout_slug": f.result.output.rollout_slug if f.result.output else None,
+                "watermark": f.watermark,
+                "attempt": f.attempt,
+                "input_hash": f.result.input_hash,
+                "input_tokens": f.result.input_tokens,
+                "output_tokens": f.result.output_tokens,
+                "cost_usd": f.result.cost_usd,
+                "started_at": f.result.started_at or at,
+            }
+            for f in done
+        ],
+        schema=OUTCOME_SCHEMA,
+    ).with_columns(
+        redact_expr(pl.col(c), rules=rules)
+        for c in ("raw_memory", "rollout_summary", "rollout_slug", "detail")
+    )
+    params = {
+        "run_id": run_id,
+        "backend": backend,
+        "model": model,
+        "pv": prompt_version,
+        "at": at,
+        "retry_at": at + retry_delay,
+    }
+    con.register("finished", frame.to_arrow())
+    try:
+        con.execute("begin transaction")
+        for name in (
+            "finish_outputs_delete",
+            "finish_outputs_insert",
+            "finish_outputs_reuse",
+            "finish_jobs",
+            "finish_attempts",
+        ):
+            text = sql(name)
+            con.execute(text, {k: v for k, v in params.items() if f"${k}" in text})
         con.execute("commit")
     except BaseException:
         con.execute("rollback")
         raise
+    finally:
+        con.unregister("finished")

@@ -24,24 +24,24 @@ def environment() -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         autoescape=False,
         keep_trailing_newline=True,
+        auto_reload=False,
     )
 
 
 @dataclass(frozen=True)
 class StageOneInput:
-    """The two messages of a stage-one request and what the budget did."""
+    """The two messages of a stage-one request, their token counts and what the budget did."""
 
     system: str
     user: str
     truncation: Truncation
+    system_tokens: int
+    user_tokens: int
 
-    @property
-    def user_tokens(self) -> int:
-        return count_tokens(self.user)
 
-    @property
-    def system_tokens(self) -> int:
-        return count_tokens(self.system)
+@cache
+def _static_tokens(text: str) -> int:
+    return count_tokens(text)
 
 
 def build_stage_one_input(
@@ -56,12 +56,19 @@ def build_stage_one_input(
     contents, truncation = truncate_middle(rollout_contents, stage_one_budget(context_window))
     env = environment()
     system = env.get_template("stage_one_system.md").render()
-    user = env.get_template("stage_one_input.md").render(
-        rollout_path=rollout_path,
-        rollout_cwd=rollout_cwd or "unknown",
-        rollout_contents=contents,
+    template = env.get_template("stage_one_input.md")
+    fields = {"rollout_path": rollout_path, "rollout_cwd": rollout_cwd or "unknown"}
+    user = template.render(**fields, rollout_contents=contents)
+    # an upper bound without encoding the message again: the frame, the contents, and a
+    # token for each of the two joins
+    frame_tokens = count_tokens(template.render(**fields, rollout_contents=""))
+    return StageOneInput(
+        system=system,
+        user=user,
+        truncation=truncation,
+        system_tokens=_static_tokens(system),
+        user_tokens=frame_tokens + truncation.tokens_after + 2,
     )
-    return StageOneInput(system=system, user=user, truncation=truncation)
 
 
 CONSOLIDATION_PROMPT_VERSION = "consolidate-v1"
