@@ -74,7 +74,7 @@ def test_forty_plus_secrets_leave_no_trace_in_the_store_or_the_prompt(
     prompt, _ = stage_one_input_for_file(rollout, context_window=None, rules=load_rules())
 
     assert summary.quarantined == 0 and sum(summary.hits.values()) > 0
-    texts = store_texts(s.db) + [("render-input", prompt.user)]
+    texts = [*store_texts(s.db), ("render-input", prompt.user)]
     # the ordinary strings legitimately mention key headers and webhook hosts: take them out
     # of what is scanned (their survival is checked on its own below)
     forms = {o for o in ORDINARY} | {json.dumps(o, ensure_ascii=False)[1:-1] for o in ORDINARY}
