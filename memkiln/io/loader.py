@@ -165,8 +165,10 @@ def load_batch(
             how="vertical_relaxed",
         )
     rollouts = rollouts.filter(~pl.col("duplicate")).drop("holder", "duplicate")
-    items = items.join(rollouts.select("fid", "rollout_id"), on="fid", how="inner").with_columns(
-        seq=pl.int_range(pl.len(), dtype=pl.Int32).over("fid")
+    items = (
+        items.join(rollouts.select("fid", "rollout_id"), on="fid", how="inner")
+        .sort("fid", "line_no", "part_idx")  # a join does not promise to keep the order
+        .with_columns(seq=pl.int_range(pl.len(), dtype=pl.Int32).over("fid"))
     )
 
     # 7. file statuses

@@ -153,6 +153,7 @@ def select_candidates(
         .head(policy.scan_limit)
         .join(jobs, on="rollout_id", how="left")
         .with_columns(decision=decision, attempts_so_far=attempts.cast(pl.Int32))
+        .sort(["updated_at", "rollout_id"], descending=[True, False], nulls_last=True)
     )
     take_rank = (
         pl.when(pl.col("decision") == "take")

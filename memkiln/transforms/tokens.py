@@ -88,24 +88,85 @@ def marker(removed: int) -> str:
     return f"\n…{removed} tokens truncated…\n"
 
 
+def _tail_pieces(text: str) -> list[str]:
+    """``text`` in pieces of about ``PIECE_CHARS``, cut at line ends, last piece first."""
+    out: list[str] = []
+    end = len(text)
+    while end > 0:
+        start = max(end - PIECE_CHARS, 0)
+        if start > 0:
+            cut = text.find("\n", start, end - PIECE_CHARS // 2)
+            if cut >= 0:
+                start = cut + 1
+        out.append(text[start:end])
+        end = start
+    return out
+
+
+def _take(pieces: list[str], tokens: int, *, from_end: bool) -> tuple[str, int, int]:
+    """The longest run of whole pieces, plus part of the next, holding at most ``tokens``
+    tokens: ``(text, an upper bound of its tokens, characters consumed)``. Only the piece
+    where the cut falls is decoded; partial characters at the cut are dropped. Each join
+    between pieces is charged one token, so the bound holds for the joined text."""
+    enc = encoding()
+    kept: list[str] = []
+    used = consumed = 0
+    for piece in pieces:
+        ids = enc.encode_ordinary(piece)
+        join = 1 if kept else 0
+        if used + len(ids) + join <= tokens:
+            kept.append(piece)
+            used += len(ids) + join
+            consumed += len(piece)
+            continue
+        room = max(tokens - used - join, 0)
+        part_ids = ids[len(ids) - room :] if from_end else ids[:room]
+        part = enc.decode_bytes(part_ids).decode("utf-8", errors="ignore") if room else ""
+        if part:
+            kept.append(part)
+            used += room + join
+            consumed += len(part)
+        break
+    if from_end:
+        kept.reverse()
+    return "".join(kept), used, consumed
+
+
 def truncate_middle(text: str, budget: int) -> tuple[str, Truncation]:
     """Cut ``text`` to at most ``budget`` tokens, keeping its head and tail in equal shares,
-    with a visible ``…N tokens truncated…`` marker; never splits a UTF-8 character."""
-    total = count_tokens(text)
-    if total <= budget:
+    with a visible ``…N tokens truncated…`` marker; never splits a UTF-8 character.
+
+    A token is at least one byte, so a text of at most ``budget`` bytes is checked with one
+    count. A longer text is encoded piece by piece from its two ends only until each share
+    is full; what is kept is counted (never below the real count), while ``N`` is counted
+    for a text near the budget and estimated from the characters removed, at the kept
+    part's characters-per-token rate, for a text far over it.
+    """
+    size = len(text.encode("utf-8"))
+    if size <= budget:
+        total = count_tokens(text)
         return text, Truncation(total, total, budget)
-    ids = encode(text)
-    enc = encoding()
-    slack = count_tokens(marker(len(ids))) + 4  # the marker, and a token at each join
-    keep = max(budget - slack, 0)
-    while True:
+    marker_cost = count_tokens(marker(10**12)) + 2  # the marker, and a token at each join
+    keep = max(budget - marker_cost, 0)
+    head, head_used, head_chars = _take(_pieces(text), keep // 2, from_end=False)
+    tail, tail_used, tail_chars = _take(_tail_pieces(text), keep - keep // 2, from_end=True)
+    middle = len(text) - head_chars - tail_chars
+    if middle <= 0:  # both ends met: the whole text is about `keep` tokens; count it
+        total = count_tokens(text)
+        if total <= budget:
+            return text, Truncation(total, total, budget)
+        # just over the budget: cut the token ids of the whole (short) text exactly
+        ids, enc = encode(text), encoding()
         head_n = keep // 2
         tail_n = keep - head_n
         head = enc.decode_bytes(ids[:head_n]).decode("utf-8", errors="ignore")
         tail = enc.decode_bytes(ids[len(ids) - tail_n :]).decode("utf-8", errors="ignore")
-        removed = len(ids) - head_n - tail_n
-        out = head + marker(removed) + tail
-        after = count_tokens(out)
-        if after <= budget or keep == 0:
-            return out, Truncation(total, after, budget)
-        keep = max(keep - (after - budget), 0)
+        out = head + marker(len(ids) - head_n - tail_n) + tail
+        return out, Truncation(total, count_tokens(out), budget)
+    else:
+        rate = (head_used + tail_used) / max(head_chars + tail_chars, 1)
+        removed = round(middle * rate)
+    removed = max(removed, 1)
+    out = head + marker(removed) + tail
+    after = head_used + tail_used + marker_cost  # an upper bound, without encoding again
+    return out, Truncation(after + removed, after, budget)

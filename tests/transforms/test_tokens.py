@@ -49,3 +49,19 @@ def test_truncation_keeps_head_and_tail_with_a_marker_and_fits_the_budget() -> N
 def test_text_under_budget_is_returned_unchanged() -> None:
     out, t = truncate_middle("short", 10)
     assert out == "short" and not t.truncated
+
+
+def test_a_text_far_over_budget_is_cut_from_its_ends_with_an_estimated_count() -> None:
+    text = "HEAD\n" + sample_text(60_000, seed=3) + "\nTAIL"
+    exact = count_tokens(text)
+    out, t = truncate_middle(text, 2_000)
+    assert count_tokens(out) <= 2_000 and t.tokens_after <= 2_000
+    assert out.startswith("HEAD\n") and out.endswith("\nTAIL")
+    removed = int(out.split("\n…", 1)[1].split(" tokens truncated…", 1)[0])
+    assert abs(removed - (exact - t.tokens_after)) <= 0.1 * exact  # estimated, close
+
+
+def test_a_long_text_of_long_tokens_that_fits_is_not_cut() -> None:
+    text = ("internationalization " * 9_000).strip()  # ~190 kB, ~18k tokens
+    out, t = truncate_middle(text, 20_000)
+    assert out == text and not t.truncated
