@@ -165,10 +165,12 @@ def phase_baseline(archive: Path, limit_mb: float) -> dict[str, float]:
                 if payload.get("type") == "message":
                     if payload.get("role") == "developer":
                         continue
+                    role = payload.get("role")
                     parts = [
-                        p for p in payload.get("content") or []
-                        if not (payload.get("role") == "user" and INJECTED.match(str(p.get("text", "")).strip()))
-                    ]  # fmt: skip
+                        p
+                        for p in payload.get("content") or []
+                        if role != "user" or not INJECTED.match(str(p.get("text", "")).strip())
+                    ]
                     if not parts:
                         continue
                     payload = {**payload, "content": parts}
