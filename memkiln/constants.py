@@ -5,8 +5,8 @@ from __future__ import annotations
 #: Schema version this release writes; migrations in ``sql/schema`` bring older files up to it.
 SCHEMA_VERSION = 2
 
-#: Bytes of raw (decompressed) input gathered into one load/normalize/write batch.
-INGEST_BATCH_BYTES = 64 * 1024 * 1024
+#: Rows per DuckDB row group in the store (see ``memkiln.io.store``).
+ROW_GROUP_SIZE = 2048
 
 #: Files gathered into one batch at most (many tiny files still make bounded batches).
 INGEST_BATCH_FILES = 2_000

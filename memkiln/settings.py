@@ -31,7 +31,7 @@ class Settings(BaseSettings):
     archive: Path | None = Field(None, description="Directory of rollout files to ingest.")
     out: Path = Field(DEFAULT_OUT, description="Directory the memory files are written to.")
     batch_bytes: int = Field(
-        64 * 1024 * 1024, gt=0, description="Raw bytes loaded and normalized per batch."
+        32 * 1024 * 1024, gt=0, description="Raw bytes loaded and normalized per batch."
     )
     progress: bool = Field(True, description="Show a progress bar on a terminal.")
 

@@ -78,7 +78,7 @@ def ingest(
     db: DbOpt = DEFAULT_DB,
     batch_mb: Annotated[
         int, typer.Option(help="Megabytes of raw input loaded and normalized per batch.", min=1)
-    ] = 64,
+    ] = 32,
     progress: Annotated[
         bool, typer.Option("--progress/--no-progress", help="Show a progress bar on a terminal.")
     ] = True,

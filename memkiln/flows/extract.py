@@ -35,6 +35,7 @@ from memkiln.io.jobs import (
     release_orphans,
     reusable_outputs,
 )
+from memkiln.io.store import cursor as store_cursor
 from memkiln.io.store import fetch_pl, finish_run, now, open_store, start_run
 from memkiln.settings import Settings
 from memkiln.transforms.filtering import filter_memory_items
@@ -187,7 +188,7 @@ async def _extract(
     writer = asyncio.Lock()  # one batch of outcomes written at a time, in order
 
     def write(batch: list[Finished]) -> None:
-        with con.cursor() as cur:  # a worker thread: the loop goes on sending meanwhile
+        with store_cursor(con) as cur:  # a worker thread: the loop goes on sending meanwhile
             finish_many(
                 cur,
                 batch,
@@ -231,7 +232,7 @@ async def _extract(
     def prepare(chunk: pl.DataFrame) -> tuple[list[Request], dict[str, int]]:
         # a separate connection: this runs in a worker thread while the loop keeps
         # sending requests and writing outcomes on ``con``
-        with con.cursor() as cur:
+        with store_cursor(con) as cur:
             requests = build_requests(cur, chunk, settings=settings, rules=rules)
             attempts = claim_many(
                 cur, chunk, run_id=summary.run_id, lease_seconds=settings.lease_seconds

@@ -16,8 +16,11 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from memkiln.constants import SCHEMA_VERSION
+from memkiln.constants import ROW_GROUP_SIZE, SCHEMA_VERSION
 from memkiln.errors import StoreError, StoreLockedError
+
+#: The name the store's file is attached under (``use``d by every connection).
+STORE_CATALOG = "store"
 
 _SCHEMA_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
 
@@ -70,7 +73,7 @@ def open_store(path: Path | str, *, read_only: bool = False) -> duckdb.DuckDBPyC
                     f"cannot create the database directory {parent}: {exc.strerror}"
                 ) from exc
     try:
-        con = duckdb.connect(str(path), read_only=read_only)
+        con = _connect(path, read_only=read_only)
     except duckdb.IOException as exc:
         message = str(exc)
         if "lock" in message.lower():
@@ -84,6 +87,33 @@ def open_store(path: Path | str, *, read_only: bool = False) -> duckdb.DuckDBPyC
     if not read_only:
         migrate(con)
     return con
+
+
+def _connect(path: Path | str, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+    """The store's connection. The file is attached with small row groups: a large ingest
+    appends a few thousand rows of long texts per batch, and with DuckDB's default row group
+    (122,880 rows) every checkpoint rewrote the growing last row group, so time and memory
+    grew with the archive."""
+    if str(path) == ":memory:":
+        return duckdb.connect(":memory:")
+    con = duckdb.connect(":memory:")
+    literal = "'" + str(path).replace("'", "''") + "'"
+    options = f"row_group_size {ROW_GROUP_SIZE}" + (", read_only" if read_only else "")
+    try:
+        con.execute(f"attach {literal} as {STORE_CATALOG} ({options})")
+        con.execute(f"use {STORE_CATALOG}")
+    except BaseException:
+        con.close()
+        raise
+    return con
+
+
+def cursor(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
+    """Another connection to the same store (for a worker thread)."""
+    cur = con.cursor()
+    if any(row[0] == STORE_CATALOG for row in cur.execute("show databases").fetchall()):
+        cur.execute(f"use {STORE_CATALOG}")
+    return cur
 
 
 def migrate(con: duckdb.DuckDBPyConnection) -> int:
@@ -150,6 +180,15 @@ def finish_run(
         "where run_id = $run_id",
         params,
     )
+
+
+def audits(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
+    """Run every ``sql/audits`` query; returns the rows each found (all must be zero)."""
+    found = {}
+    for entry in sorted(_sql_dir("audits").iterdir(), key=lambda e: e.name):
+        if entry.name.endswith(".sql"):
+            found[entry.name[:-4]] = len(con.execute(entry.read_text("utf-8")).fetchall())
+    return found
 
 
 def table_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:

@@ -85,3 +85,17 @@ def test_run_is_the_whole_job_as_one_prefect_flow(sample_archive: Path, tmp_path
     assert "memkiln extract" in result.stdout and "files written" in result.stdout
     assert (out / "INDEX.md").is_file()
     assert len([p for p in out.iterdir() if p.is_dir()]) >= 4
+
+
+def test_a_database_held_by_another_process_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    from memkiln.io.store import open_store
+
+    db = tmp_path / "m.duckdb"
+    holder = open_store(db)
+    try:
+        result = memkiln("status", "--db", str(db))
+    finally:
+        holder.close()
+    assert result.returncode == 2
+    assert "in use by another process" in result.stderr
+    assert "Traceback" not in result.stderr

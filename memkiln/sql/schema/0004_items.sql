@@ -15,6 +15,8 @@ create table if not exists items (
     text           varchar,                  -- the item's readable text, redacted
     parts          struct(type varchar, text varchar)[],  -- message content parts, redacted
     payload_json   varchar,                  -- the line's compact JSON, redacted, blobs replaced by size notes
-    omitted_bytes  integer not null default 0,
-    primary key (rollout_id, seq)
+    omitted_bytes  integer not null default 0
+    -- no primary key: (rollout_id, seq) is unique by construction (a file's rows are replaced
+    -- as a whole) and checked by sql/audits/items_unique.sql; an index here would be
+    -- rewritten at every checkpoint and dominate the cost of a large ingest
 );

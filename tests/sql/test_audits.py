@@ -1,0 +1,53 @@
+"""The audit queries in sql/audits return zero rows after real runs, and catch what they
+are written for."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from memkiln.flows.extract import extract_store
+from memkiln.flows.ingest import ingest_archive
+from memkiln.io.store import audits, open_store
+from memkiln.settings import Settings
+
+
+def test_audits_are_clean_after_ingest_and_extract_of_the_sample(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    s = Settings(
+        archive=sample_archive, db=tmp_path / "m.duckdb", backfill=True, min_rollout_idle_hours=0
+    )
+    ingest_archive(s)
+    extract_store(s)
+    con = open_store(s.db)
+    try:
+        assert audits(con) == {name: 0 for name in audits(con)}
+        assert set(audits(con)) >= {"items_unique", "rollouts_have_files", "outputs_match_jobs"}
+    finally:
+        con.close()
+
+
+def test_the_uniqueness_audit_finds_a_duplicated_item(sample_archive: Path, tmp_path: Path) -> None:
+    s = Settings(archive=sample_archive, db=tmp_path / "m.duckdb")
+    ingest_archive(s)
+    con = open_store(s.db)
+    try:
+        con.execute("insert into items select * from items limit 1")
+        assert audits(con)["items_unique"] == 1
+    finally:
+        con.close()
+
+
+@pytest.mark.corpus
+def test_audits_are_clean_after_ingesting_the_whole_corpus(
+    rollout_corpus: Path, tmp_path: Path
+) -> None:
+    shutil.copytree(rollout_corpus, tmp_path / "corpus")
+    s = Settings(archive=tmp_path / "corpus", db=tmp_path / "m.duckdb")
+    ingest_archive(s)
+    with duckdb.connect(str(s.db)) as con:
+        assert all(n == 0 for n in audits(con).values()), audits(con)
