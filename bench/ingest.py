@@ -1,0 +1,550 @@
+"""Ingest throughput benchmark: memkiln vs a plain-Python baseline vs DuckDB's JSON reader.
+
+    python bench/ingest.py [--sizes 250,500] [--work DIR] [--baseline-mb 50] [--repeat 1]
+
+For each size (MiB) a synthetic Codex archive is generated (or reused, see ``bench/synth.py``)
+and every measurement runs in its own child process (this script with ``--phase``), so each
+peak RSS is that phase's alone (the child's ``VmHWM`` from ``/proc/self/status`` when it
+finishes; it includes the interpreter and imports, shown separately as "RSS after imports").
+Throughput is archive bytes / wall time of the measured work only (imports and process start-up
+excluded); with ``--repeat N`` the fastest run is reported (the machine may be shared) and the
+highest peak RSS. The page cache is warmed first, so no phase pays for the disk.
+
+* ``memkiln``: ``ingest_archive`` (no Prefect) into a fresh DuckDB file.
+* ``baseline``: plain Python over the first ``--baseline-mb`` MiB of files of the largest archive:
+  per line ``json.loads`` plus the same secret rules, translated to ``re``, applied pass by pass
+  with ``re.sub`` (base64-blob removal is not included, which favours the baseline).
+* ``reference``: DuckDB ``read_json`` with a narrow column list over all files of the archive,
+  aggregated so that every line is read and parsed: the machine's JSON reading rate.
+
+MB means MiB (2**20 bytes) throughout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import platform
+import re
+import resource
+import subprocess
+import sys
+import time
+import warnings
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from synth import MIB, ensure_archive
+
+HERE = Path(__file__).resolve().parent
+TARGET_VS_BASELINE = 20.0
+TARGET_VS_REFERENCE = 0.25
+
+
+def _maxrss_mb() -> float:
+    """This process's peak RSS in MiB: ``VmHWM`` from ``/proc/self/status`` on Linux.
+
+    Not ``getrusage().ru_maxrss``: Linux carries the parent's high-water mark across
+    fork/vfork + exec into the child's ``ru_maxrss``, so a child would report at least the
+    parent's peak.
+    """
+    try:
+        with open("/proc/self/status") as fh:
+            for line in fh:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss / (1 << 20) if sys.platform == "darwin" else rss / 1024
+
+
+def _files(archive: Path) -> list[Path]:
+    """The archive's files in memkiln's discovery order (sorted walk)."""
+    out: list[Path] = []
+    for root, dirs, names in os.walk(archive):
+        dirs.sort()
+        out.extend(Path(root) / n for n in sorted(names) if n.endswith(".jsonl"))
+    return out
+
+
+# -- phases (run in child processes) ----------------------------------------------------------
+
+
+def phase_memkiln(archive: Path, db: Path) -> dict:  # type: ignore[type-arg]
+    from memkiln.flows.ingest import ingest_archive
+    from memkiln.settings import Settings
+
+    for p in (db, db.with_name(db.name + ".wal")):
+        p.unlink(missing_ok=True)
+    settings = Settings(archive=archive, db=db, progress=False)
+    rss_imports = _maxrss_mb()
+    t0 = time.perf_counter()
+    summary = ingest_archive(settings)
+    seconds = time.perf_counter() - t0
+    return {
+        "seconds": seconds,
+        "bytes": summary.bytes_read,
+        "rollouts": summary.rollouts,
+        "items": summary.items,
+        "quarantined": summary.quarantined,
+        "files_failed": summary.files_failed,
+        "hits": sum(summary.hits.values()),
+        "db_mb": db.stat().st_size / MIB,
+        "rss_imports_mb": rss_imports,
+        "rss_mb": _maxrss_mb(),
+        "batch_mb": settings.batch_bytes / MIB,
+    }
+
+
+def python_rules() -> tuple[list[tuple[str, re.Pattern[str], str]], int, list[str]]:
+    """memkiln's redaction passes translated from Rust-regex to Python ``re`` syntax.
+
+    Returns ``(passes, used, skipped)``: each pass is ``(name, compiled alternation,
+    replacement)`` over the rules that compile; ``used`` counts those rules, ``skipped`` names
+    the rules that do not compile (with the error).
+    """
+    from memkiln.transforms.redact import load_rules
+
+    rules = load_rules()
+    passes: list[tuple[str, re.Pattern[str], str]] = []
+    skipped: list[str] = []
+    used = 0
+    for rule_pass in rules.passes:
+        members = [r for r in rules.rules if r.pass_name == rule_pass.name]
+        kept = []
+        for rule in members:
+            try:
+                _compile(_to_python(rule.pattern))
+                kept.append(rule)
+            except re.error as err:
+                skipped.append(f"{rule.id}: {err}")
+        used += len(kept)
+        if not kept:
+            continue
+        # Rebuild the pass like memkiln does (groups numbered across the alternation).
+        prefixes, suffixes, offset = [], [], 0
+        for rule in kept:
+            if rule.keep_prefix:
+                prefixes.append(f"\\g<{offset + 1}>")
+            if rule.keep_suffix:
+                suffixes.append(f"\\g<{offset + 2}>")
+            offset += rule.group_count
+        pattern = "|".join(f"(?:{_to_python(r.pattern)})" for r in kept)
+        replacement = "".join(prefixes) + "[REDACTED_SECRET]" + "".join(suffixes)
+        passes.append((rule_pass.name, _compile(pattern), replacement))
+    return passes, used, skipped
+
+
+def _compile(pattern: str) -> re.Pattern[str]:
+    """``re.compile``, failing on what Python reads differently from Rust (nested classes and
+    class set operations are literal characters to Python, with a ``FutureWarning``)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", FutureWarning)
+        try:
+            return re.compile(pattern)
+        except FutureWarning as warning:
+            raise re.error(f"Rust-only character class syntax ({warning})") from None
+
+
+#: Rust escapes that Python spells differently (``\x{HHHH}``, ``\z``), when the backslash is
+#: not itself escaped.
+_RUST_ESCAPE = re.compile(r"(?<!\\)((?:\\\\)*)\\(?:x\{([0-9A-Fa-f]{1,6})\}|(z))")
+
+
+def _to_python(pattern: str) -> str:
+    r"""Rust-regex syntax to Python ``re``: ``\x{HHHH}`` becomes ``\U0000HHHH``, ``\z``
+    becomes ``\Z``, Rust's ASCII word boundary ``(?-u:\b)`` becomes Python's scoped ASCII flag
+    ``(?a:\b)`` (the same boundary) and a class difference ``[[A]--[B]]`` a negative lookahead.
+    Anything else Python does not know (``\p{..}``, POSIX classes, other set operations)
+    fails to compile, and the caller skips that rule."""
+    pattern = _class_differences(pattern.replace(r"(?-u:\b)", r"(?a:\b)"))
+
+    def escape(m: re.Match[str]) -> str:
+        if m.group(2):
+            return m.group(1) + f"\\U{int(m.group(2), 16):08x}"
+        return m.group(1) + "\\Z"
+
+    return _RUST_ESCAPE.sub(escape, pattern)
+
+
+def _class_end(p: str, i: int) -> int:
+    """Index just after the simple character class that starts at ``p[i] == "["``; -1 when the
+    class is nested or not closed."""
+    j = i + 1
+    if p[j : j + 1] == "^":
+        j += 1
+    if p[j : j + 1] == "]":
+        j += 1
+    while j < len(p):
+        c = p[j]
+        if c == "\\":
+            j += 2
+        elif c == "[":
+            return -1
+        elif c == "]":
+            return j + 1
+        else:
+            j += 1
+    return -1
+
+
+def _class_differences(p: str) -> str:
+    """Rust's class difference ``[[A]--[B]]`` as ``(?:(?![B])[A])``, which Python can run."""
+    out: list[str] = []
+    i = 0
+    while i < len(p):
+        if p[i] == "\\":
+            out.append(p[i : i + 2])
+            i += 2
+            continue
+        if p.startswith("[[", i):
+            a_end = _class_end(p, i + 1)
+            if a_end > 0 and p.startswith("--[", a_end):
+                b_end = _class_end(p, a_end + 2)
+                if b_end > 0 and p[b_end : b_end + 1] == "]":
+                    out.append(f"(?:(?!{p[a_end + 2 : b_end]}){p[i + 1 : a_end]})")
+                    i = b_end + 1
+                    continue
+        if p[i] == "[":
+            end = _class_end(p, i)
+            if end > 0:
+                out.append(p[i:end])
+                i = end
+                continue
+        out.append(p[i])
+        i += 1
+    return "".join(out)
+
+
+def phase_baseline(archive: Path, limit_mb: float) -> dict:  # type: ignore[type-arg]
+    passes, used, skipped = python_rules()
+    files: list[Path] = []
+    total = 0
+    for path in _files(archive):
+        if total >= limit_mb * MIB:
+            break
+        files.append(path)
+        total += path.stat().st_size
+    rss_imports = _maxrss_mb()
+    loads = json.loads
+    lines = hits = 0
+    t0 = time.perf_counter()
+    for path in files:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                loads(line)
+                for _name, rx, repl in passes:
+                    line, n = rx.subn(repl, line)
+                    hits += n
+                lines += 1
+    seconds = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    for path in files:  # the same loop without redaction: where the baseline's time goes
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                loads(line)
+    loads_seconds = time.perf_counter() - t0
+    return {
+        "seconds": seconds,
+        "loads_seconds": loads_seconds,
+        "bytes": total,
+        "rollouts": len(files),
+        "items": lines,
+        "hits": hits,
+        "rules_used": used,
+        "passes": len(passes),
+        "rules_skipped": skipped,
+        "rss_imports_mb": rss_imports,
+        "rss_mb": _maxrss_mb(),
+    }
+
+
+REFERENCE_SQL = """
+select count(*) as n_lines,
+       count(distinct filename) as n_files,
+       sum(length(timestamp)) + sum(length(type)) + sum(length(payload.type)) as n_chars
+from read_json($glob, format = 'newline_delimited', filename = true,
+               columns = {timestamp: 'VARCHAR', type: 'VARCHAR',
+                          payload: 'STRUCT(type VARCHAR)'})
+"""
+
+
+def phase_reference(archive: Path) -> dict:  # type: ignore[type-arg]
+    import duckdb
+
+    files = _files(archive)
+    total = sum(p.stat().st_size for p in files)
+    con = duckdb.connect()
+    threads = con.sql("select current_setting('threads')").fetchall()[0][0]
+    rss_imports = _maxrss_mb()
+    t0 = time.perf_counter()
+    n_lines, n_files, _chars = con.execute(
+        REFERENCE_SQL, {"glob": str(archive / "sessions" / "**" / "*.jsonl")}
+    ).fetchall()[0]
+    seconds = time.perf_counter() - t0
+    con.close()
+    return {
+        "seconds": seconds,
+        "bytes": total,
+        "rollouts": n_files,
+        "items": n_lines,
+        "threads": threads,
+        "rss_imports_mb": rss_imports,
+        "rss_mb": _maxrss_mb(),
+    }
+
+
+def run_phase(args: argparse.Namespace) -> int:
+    if args.phase == "memkiln":
+        out = phase_memkiln(args.archive, args.db)
+    elif args.phase == "baseline":
+        out = phase_baseline(args.archive, args.baseline_mb)
+    else:
+        out = phase_reference(args.archive)
+    print("RESULT " + json.dumps(out))
+    return 0
+
+
+def child(phase: str, archive: Path, **extra: object) -> dict:  # type: ignore[type-arg]
+    cmd = [sys.executable, __file__, "--phase", phase, "--archive", str(archive)]
+    for key, value in extra.items():
+        cmd += [f"--{key.replace('_', '-')}", str(value)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_")}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    if proc.returncode != 0:
+        sys.stderr.write(proc.stdout + proc.stderr)
+        raise SystemExit(f"phase {phase} on {archive} failed (exit {proc.returncode})")
+    line = next(x for x in reversed(proc.stdout.splitlines()) if x.startswith("RESULT "))
+    return json.loads(line.removeprefix("RESULT "))
+
+
+# -- driver -----------------------------------------------------------------------------------
+
+
+def _warm(archive: Path) -> None:
+    for path in _files(archive):
+        with open(path, "rb") as fh:
+            while fh.read(8 * MIB):
+                pass
+
+
+def _best(runs: list[dict]) -> dict:  # type: ignore[type-arg]
+    """The fastest run (the machine is shared: slower runs measure the neighbours), with the
+    highest peak RSS of all runs."""
+    runs = sorted(runs, key=lambda r: r["seconds"])
+    out = dict(runs[0])
+    out["seconds_all"] = [r["seconds"] for r in runs]
+    out["rss_mb"] = max(r["rss_mb"] for r in runs)
+    return out
+
+
+def _rate(r: dict) -> tuple[float, float]:  # type: ignore[type-arg]
+    return r["bytes"] / MIB / r["seconds"], r["rollouts"] / r["seconds"]
+
+
+def machine_facts() -> dict[str, str]:
+    import duckdb
+    import polars
+
+    import memkiln
+
+    src = Path(memkiln.__file__).parent
+    digest = hashlib.sha1()
+    for path in sorted(src.rglob("*")):
+        if path.suffix in (".py", ".sql", ".toml"):
+            digest.update(path.read_bytes())
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=src, capture_output=True, text=True
+    ).stdout.strip()
+    return {
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "load": " ".join(f"{x:.1f}" for x in os.getloadavg()),
+        "commit": head or "?",
+        "source sha1": digest.hexdigest()[:10],
+        "cores": str(os.cpu_count()),
+        "python": platform.python_version(),
+        "polars": polars.__version__,
+        "duckdb": duckdb.__version__,
+        "platform": platform.platform(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Benchmark memkiln's ingest against a plain-Python baseline and DuckDB's "
+        "read_json on synthetic Codex archives (sizes in MiB).",
+    )
+    parser.add_argument(
+        "--sizes", default="250,500", help="archive sizes in MiB, comma-separated (250,500)"
+    )
+    parser.add_argument("--work", type=Path, default=HERE / "work", help="work dir (bench/work)")
+    parser.add_argument(
+        "--baseline-mb",
+        type=float,
+        default=None,
+        help="MiB of files the slow plain-Python baseline runs on "
+        "(default 50, or a quarter of the largest size when that is smaller)",
+    )
+    parser.add_argument("--repeat", type=int, default=1, help="runs per memkiln/reference phase")
+    parser.add_argument("--seed", type=int, default=0, help="synthetic archive seed (0)")
+    parser.add_argument("--keep-db", action="store_true", help="keep the DuckDB files")
+    parser.add_argument("--json", type=Path, help="also write the raw results to this file")
+    parser.add_argument(
+        "--phase", choices=["memkiln", "baseline", "reference"], help=argparse.SUPPRESS
+    )
+    parser.add_argument("--archive", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.phase:
+        return run_phase(args)
+
+    sizes = [int(s) for s in args.sizes.split(",") if s.strip()]
+    if args.baseline_mb is None:
+        args.baseline_mb = min(50.0, max(sizes) / 4)
+    args.work.mkdir(parents=True, exist_ok=True)
+    facts = machine_facts()
+    print("machine: " + ", ".join(f"{k} {v}" for k, v in facts.items()), flush=True)
+
+    archives = {}
+    for mb in sizes:
+        a = ensure_archive(args.work, mb, seed=args.seed)
+        how = "reused" if a.reused else f"generated in {a.seconds:.1f} s"
+        print(f"archive {mb} MiB: {a.files} files, {a.bytes / MIB:.1f} MiB, {how}", flush=True)
+        archives[mb] = a
+        _warm(a.path)
+
+    results: dict[str, dict] = {}  # type: ignore[type-arg]
+    for mb in sizes:
+        a = archives[mb]
+        db = args.work / f"bench-ingest-{mb}mb.duckdb"
+        runs = []
+        for i in range(args.repeat):
+            print(f"memkiln  {mb} MiB run {i + 1}/{args.repeat} ...", flush=True)
+            runs.append(child("memkiln", a.path, db=db))
+        results[f"memkiln {mb}"] = _best(runs)
+        if not args.keep_db:
+            for p in (db, db.with_name(db.name + ".wal")):
+                p.unlink(missing_ok=True)
+        runs = []
+        for i in range(args.repeat):
+            print(f"reference {mb} MiB run {i + 1}/{args.repeat} ...", flush=True)
+            runs.append(child("reference", a.path))
+        results[f"reference {mb}"] = _best(runs)
+
+    largest = archives[max(sizes)]
+    print(f"baseline on the first {args.baseline_mb:g} MiB of the {max(sizes)} MiB archive ...")
+    base = child("baseline", largest.path, baseline_mb=args.baseline_mb)
+    results["baseline"] = base
+
+    base_rate = _rate(base)[0]
+    rows = []
+    for mb in sizes:
+        for kind in ("memkiln", "reference"):
+            r = results[f"{kind} {mb}"]
+            ref_rate = _rate(results[f"reference {mb}"])[0]
+            rows.append((kind, r, ref_rate))
+    rows.append(("baseline", base, _rate(results[f"reference {max(sizes)}"])[0]))
+
+    header = (
+        "measurement",
+        "size MB",
+        "MB/s",
+        "rollouts/s",
+        "peak RSS MB",
+        "vs baseline",
+        "vs reference",
+    )
+    table = [header]
+    for kind, r, ref_rate in rows:
+        mbps, rps = _rate(r)
+        size = f"{r['bytes'] / MIB:.0f}" + (" (subset)" if kind == "baseline" else "")
+        table.append(
+            (
+                kind,
+                size,
+                f"{mbps:.1f}",
+                f"{rps:.1f}",
+                f"{r['rss_mb']:.0f}",
+                f"{mbps / base_rate:.1f}x",
+                f"{mbps / ref_rate:.0%}",
+            )
+        )
+    widths = [max(len(row[i]) for row in table) for i in range(len(header))]
+    print()
+    for n, row in enumerate(table):
+        print(
+            "  ".join(
+                c.ljust(w) if i == 0 else c.rjust(w)
+                for i, (c, w) in enumerate(zip(row, widths, strict=True))
+            )
+        )
+        if n == 0:
+            print("  ".join("-" * w for w in widths))
+
+    print()
+    print(
+        "peak RSS: VmHWM of the child process that ran the phase (includes the interpreter "
+        "and imports); RSS after imports: "
+        + ", ".join(f"{k} {v['rss_imports_mb']:.0f} MB" for k, v in results.items())
+    )
+    for mb in sizes:
+        m = results[f"memkiln {mb}"]
+        print(
+            f"memkiln {mb}: {m['rollouts']} rollouts, {m['items']} items, {m['quarantined']} "
+            f"quarantined, {m['hits']} secrets redacted, DB {m['db_mb']:.0f} MB, "
+            f"batch {m['batch_mb']:.0f} MB, "
+            f"times {', '.join(f'{s:.1f}' for s in m['seconds_all'])} s (fastest reported)"
+        )
+    ref_threads = results[f"reference {max(sizes)}"]["threads"]
+    print(
+        f"reference: DuckDB read_json, {ref_threads} threads, columns timestamp, type, payload.type"
+    )
+    print(
+        f"baseline: ran on a SUBSET ({base['rollouts']} files, {base['bytes'] / MIB:.0f} MiB, "
+        f"{base['items']} lines), json.loads + {base['rules_used']} rules in "
+        f"{base['passes']} re passes, {base['hits']} secrets replaced; "
+        f"rules skipped (do not compile in re): {len(base['rules_skipped'])}; "
+        f"json.loads alone: {base['bytes'] / MIB / base['loads_seconds']:.0f} MB/s"
+        + "".join(f"\n  - {s}" for s in base["rules_skipped"])
+    )
+
+    print()
+    ok = True
+    for mb in sizes:
+        mbps = _rate(results[f"memkiln {mb}"])[0]
+        ref = _rate(results[f"reference {mb}"])[0]
+        vb, vr = mbps / base_rate, mbps / ref
+        for label, value, target, fmt in (
+            ("vs baseline", vb, TARGET_VS_BASELINE, "{:.1f}x"),
+            ("vs reference", vr, TARGET_VS_REFERENCE, "{:.0%}"),
+        ):
+            hit = value >= target
+            ok &= hit
+            print(
+                f"target {label} at {mb} MiB: {fmt.format(value)} "
+                f"(target >= {fmt.format(target)}): {'met' if hit else 'MISSED'}"
+            )
+    rss = [results[f"memkiln {mb}"]["rss_mb"] for mb in sizes]
+    if len(sizes) > 1:
+        growth = rss[-1] / rss[0] - 1
+        flat = growth <= 0.15
+        ok &= flat
+        print(
+            f"target flat RSS: {' -> '.join(f'{x:.0f}' for x in rss)} MB over "
+            f"{' -> '.join(str(s) for s in sizes)} MiB ({growth:+.0%}; flat means <= +15%): "
+            f"{'met' if flat else 'MISSED'}"
+        )
+    if args.json:
+        args.json.write_text(json.dumps({"machine": facts, "results": results}, indent=2))
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
+    print(f"load average at the end: {load} (on {os.cpu_count()} cores)")
+    print("all targets met" if ok else "some targets MISSED (see above)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
