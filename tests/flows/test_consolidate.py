@@ -393,3 +393,45 @@ def test_consolidated_files_hold_no_secret(tmp_path: Path) -> None:
         stored = con.execute("select raw_memory || rollout_summary from stage1_outputs").fetchall()
     assert all(key not in row[0] for row in stored)
     shutil.rmtree(s.out)
+
+
+def test_openai_consolidation_is_incremental(tmp_path: Path, fake_openai: FakeOpenAI) -> None:
+    archive = tmp_path / "archive"
+    add_session(
+        archive,
+        1,
+        remote="git@github.com:acme/shop.git",
+        cwd="/src/shop",
+        request="Fix the totals.",
+        at=T0,
+    )
+    s = settings(
+        tmp_path, backend="openai", base_url=fake_openai.base_url, model="fake-model", max_retries=0
+    )
+    run_all(s)
+    first = [
+        r
+        for r in fake_openai.requests
+        if r["body"]["response_format"]["json_schema"]["name"] == "consolidation"
+    ]
+    assert len(first) == 1
+    current = (folders(s.out)[0] / "MEMORY.md").read_text().strip()
+    add_session(
+        archive,
+        2,
+        remote="git@github.com:acme/shop.git",
+        cwd="/src/shop",
+        request="Add the VAT line.",
+        at=T0 + timedelta(hours=2),
+    )
+    run_all(s)
+    calls = [
+        r
+        for r in fake_openai.requests
+        if r["body"]["response_format"]["json_schema"]["name"] == "consolidation"
+    ]
+    assert len(calls) == 2
+    user = calls[1]["body"]["messages"][1]["content"]
+    added = user.split("## Memories added since the last consolidation", 1)[1]
+    assert uid(2) in added and uid(1) not in added  # only the new memory is sent as added
+    assert current in user.split("## Current MEMORY.md", 1)[1]  # with the current files

@@ -258,3 +258,15 @@ def test_killing_the_process_mid_run_then_rerunning_leaves_one_outcome_per_sessi
         ("abandoned",),
         ("succeeded",),
     ]
+
+
+def test_the_responses_api_works_the_same(
+    tmp_path: Path, fake_openai: FakeOpenAI, archive_of_six: list[Path]
+) -> None:
+    s = settings(tmp_path, fake_openai, api="responses")
+    summary = extract(s)
+    assert summary.outcomes == {"succeeded": 6}
+    assert fake_openai.count("/responses") == 6 and fake_openai.count("/chat/completions") == 0
+    body = fake_openai.requests[0]["body"]
+    assert body["text"]["format"]["type"] == "json_schema" and body["text"]["format"]["strict"]
+    assert "memory extractor" in body["instructions"]

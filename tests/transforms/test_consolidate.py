@@ -1,0 +1,84 @@
+"""Phase 2's pure parts: usage from citations, ranking, stems, bullets."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import polars as pl
+
+from memkiln.transforms.consolidate import (
+    memory_bullets,
+    merge_bullets,
+    select_memories,
+    with_stems,
+)
+from memkiln.transforms.names import hash4, sanitize_slug, summary_stem, uuid_time
+from memkiln.transforms.usage import citation_usage
+
+T = datetime(2026, 10, 1, tzinfo=UTC)
+
+
+def test_citations_in_later_answers_count_as_uses() -> None:
+    items = pl.DataFrame({
+        "item_type": ["message"] * 4,
+        "role": ["assistant", "assistant", "user", "assistant"],
+        "text": [
+            "done <oai-mem-citation>\n<citation_entries>MEMORY.md:1-2</citation_entries>\n<rollout_ids>\nr-a\nr-b\n</rollout_ids>\n</oai-mem-citation>",
+            "again <oai-mem-citation><thread_ids>r-a</thread_ids></oai-mem-citation>",
+            "<oai-mem-citation><rollout_ids>r-c</rollout_ids></oai-mem-citation>",
+            "no citation here",
+        ],
+        "ts": [T, T + timedelta(days=1), T, T],
+    })  # fmt: skip
+    usage = citation_usage(items.lazy()).collect().sort("rollout_id")
+    assert usage.select("rollout_id", "usage_count").rows() == [("r-a", 2), ("r-b", 1)]
+    assert usage["last_usage"][0] == T + timedelta(days=1)
+
+
+def test_selection_ranks_by_usage_then_last_use_then_recency_and_caps_per_project() -> None:
+    outputs = pl.DataFrame({
+        "project_key": ["p"] * 4 + ["q"],
+        "rollout_id": ["old-used", "new", "newer", "empty", "other"],
+        "updated_at": [T, T + timedelta(days=5), T + timedelta(days=6), T + timedelta(days=9), T],
+        "raw_memory": ["m", "m", "m", " ", "m"],
+        "rollout_summary": ["s"] * 5,
+    })  # fmt: skip
+    usage = pl.DataFrame(
+        {"rollout_id": ["old-used"], "usage_count": [3], "last_usage": [T + timedelta(days=7)]}
+    )
+    out = select_memories(outputs.lazy(), usage.lazy(), limit=2).collect()
+    assert out.filter(pl.col("project_key") == "p")["rollout_id"].to_list() == ["old-used", "newer"]
+    assert out.filter(pl.col("project_key") == "q")["rollout_id"].to_list() == ["other"]
+
+
+def test_summary_stems_follow_codexs_rule() -> None:
+    rid = "019b7286-24c7-7011-a4e8-65fdd4e19ee0"  # UUIDv7
+    assert uuid_time(rid) == datetime(2025, 12, 31, 3, 49, 12, 519000, tzinfo=UTC)
+    low32 = int("65fdd4e19ee0"[-8:], 16) % 62**4
+    digits = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+    expected = "".join(digits[(low32 // 62**k) % 62] for k in (3, 2, 1, 0))
+    assert hash4(rid) == expected
+    assert (
+        summary_stem(rid, None, "Fix Login/../Bug!")
+        == f"2025-12-31T03-49-12-{expected}-fix_login____bug"
+    )
+    assert summary_stem("not-a-uuid", T, None) == f"2026-10-01T00-00-00-{hash4('not-a-uuid')}"
+    assert sanitize_slug("a" * 70 + "__") == "a" * 60
+    assert sanitize_slug("___") == ""
+
+
+def test_near_duplicate_bullets_merge_and_keep_every_source() -> None:
+    selected = with_stems(pl.DataFrame({
+        "rollout_id": ["019b0000-0000-7000-8000-000000000001", "019b0000-0000-7000-8000-000000000002"],
+        "updated_at": [T, T + timedelta(days=1)],
+        "rollout_slug": ["a", "b"],
+        "raw_memory": [
+            "---\nkeywords: x\n---\n### Task 1: t\n\nPreference signals:\n- Always run the linter first.\n\nReferences:\n- rollout 1\n",
+            "---\nkeywords: x\n---\n### Task 1: t\n\nPreference signals:\n- always run the LINTER first\n",
+        ],
+    }))  # fmt: skip
+    merged = merge_bullets(memory_bullets(selected))
+    assert merged.height == 1
+    row = merged.row(0, named=True)
+    assert row["section"] == "preferences" and row["text"] == "always run the LINTER first"
+    assert len(row["sources"]) == 2
