@@ -22,11 +22,11 @@ from memkiln.flows.progress import Reporter
 from memkiln.io.backends import OpenAIBackend
 from memkiln.io.consolidator import ProjectOutcome, consolidate_project
 from memkiln.io.memory_files import OutputRoot
-from memkiln.io.store import fetch_pl, finish_run, now, open_store, sql, start_run
+from memkiln.io.store import fetch_pl, now, open_store, recorded_run, sql
 from memkiln.settings import Settings
 from memkiln.transforms.consolidate import render_index, select_memories, with_stems
 from memkiln.transforms.names import project_dirname
-from memkiln.transforms.redact import load_rules, redact_text
+from memkiln.transforms.redact import load_rules
 from memkiln.transforms.usage import citation_usage
 
 GENERATED = ("raw_memories.md", "MEMORY.md", "memory_summary.md", "rollout_summaries", "skills")
@@ -52,16 +52,8 @@ def consolidate_store(
     con = open_store(settings.db)
     summary = ConsolidateSummary()
     try:
-        summary.run_id = start_run(con, command="consolidate")
-        try:
+        with recorded_run(con, command="consolidate") as summary.run_id:
             asyncio.run(_consolidate(con, root, settings, backend, project, summary, reporter))
-        except BaseException as exc:
-            finish_run(
-                con, summary.run_id, status="failed", counts={},
-                error=redact_text(f"{type(exc).__name__}: {exc}"[:500], rules=rules),
-            )  # fmt: skip
-            raise
-        finish_run(con, summary.run_id, status="succeeded", counts={})
     finally:
         con.close()
     return summary

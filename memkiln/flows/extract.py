@@ -36,7 +36,7 @@ from memkiln.io.jobs import (
     reusable_outputs,
 )
 from memkiln.io.store import cursor as store_cursor
-from memkiln.io.store import fetch_pl, finish_run, now, open_store, start_run
+from memkiln.io.store import fetch_pl, now, open_store, recorded_run
 from memkiln.settings import Settings
 from memkiln.transforms.filtering import filter_memory_items
 from memkiln.transforms.heuristic import RolloutFacts
@@ -141,16 +141,8 @@ def extract_store(
     con = open_store(settings.db)
     summary = ExtractSummary()
     try:
-        summary.run_id = start_run(con, command="extract")
-        try:
+        with recorded_run(con, command="extract") as summary.run_id:
             asyncio.run(_extract(con, settings, backend, rules, summary, reporter))
-        except BaseException as exc:
-            finish_run(
-                con, summary.run_id, status="failed", counts={},
-                error=redact_text(f"{type(exc).__name__}: {exc}"[:500], rules=rules),
-            )  # fmt: skip
-            raise
-        finish_run(con, summary.run_id, status="succeeded", counts={})
     finally:
         con.close()
     return summary

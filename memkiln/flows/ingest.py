@@ -21,7 +21,7 @@ from memkiln.errors import ConfigError
 from memkiln.flows.progress import Reporter
 from memkiln.io.archive import discover
 from memkiln.io.loader import BatchResult, load_batch
-from memkiln.io.store import fetch_pl, finish_run, open_store, start_run
+from memkiln.io.store import fetch_pl, open_store, recorded_run
 from memkiln.settings import Settings
 from memkiln.transforms.plan import FOUND_SCHEMA, batches, plan_files
 from memkiln.transforms.redact import load_rules
@@ -84,19 +84,10 @@ def ingest_archive(settings: Settings, *, reporter: Reporter | None = None) -> I
     con = open_store(settings.db)
     summary = IngestSummary()
     try:
-        summary.run_id = start_run(con, command="ingest", archive=str(archive.resolve()))
-        try:
+        with recorded_run(
+            con, command="ingest", archive=str(archive.resolve()), counts=summary.counters
+        ) as summary.run_id:
             _ingest(con, archive, settings, summary, reporter)
-        except BaseException as exc:
-            finish_run(
-                con,
-                summary.run_id,
-                status="failed",
-                counts=summary.counters(),
-                error=f"{type(exc).__name__}: {exc}"[:500],
-            )
-            raise
-        finish_run(con, summary.run_id, status="succeeded", counts=summary.counters())
     finally:
         con.close()
     return summary

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from functools import cache
 from importlib import resources
@@ -189,6 +191,28 @@ def audits(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
         if entry.name.endswith(".sql"):
             found[entry.name[:-4]] = len(con.execute(entry.read_text("utf-8")).fetchall())
     return found
+
+
+@contextmanager
+def recorded_run(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    command: str,
+    archive: str | None = None,
+    counts: Callable[[], dict[str, int]] = dict,
+) -> Iterator[str]:
+    """Record a run around a block: ``running`` on entry, then ``succeeded`` with its counts,
+    or ``failed`` with the (redacted) error, which is raised again."""
+    from memkiln.transforms.redact import load_rules, redact_text
+
+    run_id = start_run(con, command=command, archive=archive)
+    try:
+        yield run_id
+    except BaseException as exc:
+        error = redact_text(f"{type(exc).__name__}: {exc}"[:500], rules=load_rules())
+        finish_run(con, run_id, status="failed", counts=counts(), error=error)
+        raise
+    finish_run(con, run_id, status="succeeded", counts=counts())
 
 
 def table_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:

@@ -1,0 +1,58 @@
+"""The DuckDB store: migrations, run records, errors a user can fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from memkiln.errors import StoreError
+from memkiln.io.store import open_store, recorded_run, schema_files
+
+
+def test_opening_twice_applies_each_schema_file_once(tmp_path: Path) -> None:
+    db = tmp_path / "m.duckdb"
+    open_store(db).close()
+    open_store(db).close()
+    with duckdb.connect(str(db), read_only=True) as con:
+        versions = [
+            v for (v,) in con.execute("select version from schema_migrations order by 1").fetchall()
+        ]
+        views = {
+            n
+            for (n,) in con.execute(
+                "select view_name from duckdb_views() where not internal"
+            ).fetchall()
+        }
+    assert versions == [v for v, _, _ in schema_files()]
+    assert {
+        "v_rollouts",
+        "v_projects",
+        "v_runs",
+        "v_extraction_outcomes",
+        "v_stage1_status",
+    } <= views
+
+
+def test_a_database_from_a_newer_release_is_refused(tmp_path: Path) -> None:
+    db = tmp_path / "m.duckdb"
+    open_store(db).close()
+    with duckdb.connect(str(db)) as con:
+        con.execute("insert into schema_migrations (version, name) values (9999, 'future')")
+    with pytest.raises(StoreError, match="newer memkiln"):
+        open_store(db)
+
+
+def test_a_failed_run_is_recorded_with_its_error_redacted(tmp_path: Path) -> None:
+    con = open_store(tmp_path / "m.duckdb")
+    try:
+        with pytest.raises(RuntimeError), recorded_run(con, command="extract") as run_id:
+            raise RuntimeError("upstream said: invalid key sk-proj-" + "Ab3" * 16)
+        status, error = con.execute(
+            "select status, error from runs where run_id = $r", {"r": run_id}
+        ).fetchall()[0]
+    finally:
+        con.close()
+    assert status == "failed"
+    assert "RuntimeError" in error and "[REDACTED_SECRET]" in error and "Ab3Ab3" not in error
