@@ -123,7 +123,7 @@ def _check_db(db: Path) -> None:
 
 def _print_ingest_summary(summary, settings: Settings) -> None:  # type: ignore[no-untyped-def]
     console = Console()
-    table = Table(title=f"memkiln ingest · run {summary.run_id[:12]}", show_header=False)
+    table = Table(title="memkiln ingest", caption=f"run {summary.run_id[:12]}", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("count", justify="right")
     rows = [
@@ -238,7 +238,7 @@ def _extract_settings(**kw: object) -> dict[str, object]:
 
 def _print_extract_summary(summary) -> None:  # type: ignore[no-untyped-def]
     console = Console()
-    table = Table(title=f"memkiln extract · run {summary.run_id[:12]}", show_header=False)
+    table = Table(title="memkiln extract", caption=f"run {summary.run_id[:12]}", show_header=False)
     table.add_column("what", style="bold")
     table.add_column("count", justify="right")
     table.add_row("sessions considered", f"{summary.considered:,}")
@@ -363,7 +363,9 @@ OutOpt = Annotated[
 
 def _print_consolidate_summary(summary, out: Path) -> None:  # type: ignore[no-untyped-def]
     console = Console()
-    table = Table(title=f"memkiln consolidate · run {summary.run_id[:12]}", show_header=False)
+    table = Table(
+        title="memkiln consolidate", caption=f"run {summary.run_id[:12]}", show_header=False
+    )
     table.add_column("what", style="bold")
     table.add_column("count", justify="right")
     statuses: dict[str, int] = {}
