@@ -259,9 +259,11 @@ def normalize_chunks(
     """
     # 2. split into lines, count secrets, clean (blobs -> notes, secrets -> token)
     lines = split_lines(chunks)
-    hits = dict(rule_hit_counts(lines.lazy(), column="line", rules=rules).collect().iter_rows())
     cleaned = clean_lines(lines.lazy(), rules=rules).collect()
     del lines
+    changed = cleaned.lazy().filter(pl.col("secrets_in").is_not_null())
+    hits = dict(rule_hit_counts(changed, column="secrets_in", rules=rules).collect().iter_rows())
+    cleaned = cleaned.drop("secrets_in")
 
     # 3. which lines are JSON objects (DuckDB's parser), the rest to quarantine
     con.register("batch_all", cleaned.select("fid", "line_no", "line").to_arrow())

@@ -108,16 +108,26 @@ def _decode_utf8(binary: pl.Series) -> tuple[pl.Series, pl.Series]:
 def clean_lines(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
     """Replace base64 blobs by a note, then redact secrets, in the ``line`` column.
 
-    Adds ``omitted_bytes`` (bytes removed as blobs). Lines are whole JSON texts; both steps
-    keep a valid JSON line valid (the redaction rules never touch a quote or an escape).
+    Adds ``omitted_bytes`` (bytes removed as blobs) and ``secrets_in`` (the unredacted text of
+    the lines redaction changed, null elsewhere: count hits on it, then drop it). Lines are
+    whole JSON texts; both steps keep a valid JSON line valid (the redaction rules never
+    touch a quote or an escape).
     """
     without_blobs = pl.col("line").str.replace_all(BLOB_PATTERN, BLOB_NOTE)
-    return lf.with_columns(
-        omitted_bytes=(pl.col("line").str.len_bytes() - without_blobs.str.len_bytes()).cast(
-            pl.Int32
-        ),
-        line=redact_expr(without_blobs, rules=rules),
-        lossy=redact_expr(pl.col("lossy"), rules=rules),
+    redacted = redact_expr(pl.col("without_blobs"), rules=rules)
+    return (
+        lf.with_columns(without_blobs=without_blobs)
+        .with_columns(
+            omitted_bytes=(
+                pl.col("line").str.len_bytes() - pl.col("without_blobs").str.len_bytes()
+            ).cast(pl.Int32),
+            line=redacted,
+            # the text before redaction, kept only where redaction changed something, so the
+            # per-rule hit count looks at those few lines instead of all of them
+            secrets_in=pl.when(redacted != pl.col("without_blobs")).then("without_blobs"),
+            lossy=redact_expr(pl.col("lossy"), rules=rules),
+        )
+        .drop("without_blobs")
     )
 
 
