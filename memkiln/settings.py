@@ -33,7 +33,6 @@ class Settings(BaseSettings):
     batch_bytes: int = Field(
         32 * 1024 * 1024, gt=0, description="Raw bytes loaded and normalized per batch."
     )
-    progress: bool = Field(True, description="Show a progress bar on a terminal.")
 
     # Phase 1: which sessions are extracted
     sources: list[str] = Field(

@@ -42,7 +42,7 @@ from memkiln.transforms.filtering import filter_memory_items
 from memkiln.transforms.heuristic import RolloutFacts
 from memkiln.transforms.prompts import STAGE_ONE_PROMPT_VERSION, build_stage_one_input
 from memkiln.transforms.redact import RuleSet, load_rules, redact_expr, redact_text
-from memkiln.transforms.render import render_items
+from memkiln.transforms.render import contents_by_rollout
 from memkiln.transforms.selection import SelectionPolicy, select_candidates
 
 
@@ -96,12 +96,7 @@ def build_requests(
         {"ids": ids},
     )
     kept = filter_memory_items(items.lazy()).sort("rollout_id", "seq").collect()
-    contents = (
-        render_items(kept.lazy(), rules=rules)
-        .group_by("rollout_id")
-        .agg(contents=pl.col("item_json").sort_by("seq").str.join("\n"))
-        .collect()
-    )
+    contents = contents_by_rollout(kept.lazy(), rules=rules).collect()
     per_rollout = kept.partition_by("rollout_id", as_dict=True, maintain_order=True)
     empty = kept.clear()
     table = meta.join(contents, on="rollout_id", how="left")

@@ -14,7 +14,7 @@ from memkiln.io.loader import normalize_chunks
 from memkiln.transforms.filtering import filter_memory_items
 from memkiln.transforms.prompts import StageOneInput, build_stage_one_input
 from memkiln.transforms.redact import RuleSet, redact_text
-from memkiln.transforms.render import render_items, rollout_contents
+from memkiln.transforms.render import contents_by_rollout
 
 
 def stage_one_input(
@@ -26,11 +26,11 @@ def stage_one_input(
     rules: RuleSet,
 ) -> StageOneInput:
     """Filter, render (redacted again) and budget one rollout's items into its messages."""
-    rendered = render_items(filter_memory_items(items.lazy()), rules=rules).collect()
+    contents = contents_by_rollout(filter_memory_items(items.lazy()), rules=rules).collect()
     return build_stage_one_input(
         rollout_path=redact_text(rollout_path, rules=rules),
         rollout_cwd=redact_text(rollout_cwd, rules=rules) if rollout_cwd else None,
-        rollout_contents=rollout_contents(rendered),
+        rollout_contents=contents["contents"][0] if contents.height else "",
         context_window=context_window,
     )
 
@@ -62,7 +62,9 @@ def stage_one_input_for_file(
             f"{path} holds no Codex, Claude Code or Pi session that memkiln recognizes"
         )
     rollout = norm.rollouts.row(0, named=True)
-    items = norm.items.with_columns(seq=pl.int_range(pl.len(), dtype=pl.Int32))
+    items = norm.items.with_columns(
+        seq=pl.int_range(pl.len(), dtype=pl.Int32), rollout_id=pl.lit(rollout["rollout_id"])
+    )
     result = stage_one_input(
         items,
         rollout_path=str(path),

@@ -34,8 +34,10 @@ def render_items(items: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
     return items.with_columns(item_json=redact_expr(item_json_expr(), rules=rules))
 
 
-def rollout_contents(rendered: pl.DataFrame) -> str:
-    """The JSON lines of one rollout's rendered items, in sequence order."""
-    if rendered.is_empty():
-        return ""
-    return "\n".join(rendered.sort("seq")["item_json"].to_list())
+def contents_by_rollout(kept: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
+    """``rollout_id, contents``: each session's rendered items as JSON lines, in order."""
+    return (
+        render_items(kept, rules=rules)
+        .group_by("rollout_id")
+        .agg(contents=pl.col("item_json").sort_by("seq").str.join("\n"))
+    )
