@@ -216,23 +216,23 @@ RetriesOpt = Annotated[
 ]
 
 
-def _extract_settings(**kw: object) -> dict[str, object]:
-    """Map CLI option names onto Settings fields."""
-    sources = [s.strip() for s in str(kw.pop("sources")).split(",") if s.strip()]
+def _extract_settings(options: dict[str, object]) -> dict[str, object]:
+    """Map the extraction options a command received onto Settings fields."""
+    sources = [x.strip() for x in str(options["sources"]).split(",") if x.strip()]
     return {
-        "backend": kw["backend"],
-        "model": kw["model"],
-        "base_url": kw["base_url"],
-        "api": kw["api"],
-        "concurrency": kw["concurrency"],
-        "context_window": kw["context_window"],
-        "backfill": kw["backfill"],
-        "max_rollout_age_days": kw["max_age_days"],
-        "min_rollout_idle_hours": kw["min_idle_hours"],
-        "max_rollouts_per_run": kw["max_rollouts"],
+        "backend": options["backend"],
+        "model": options["model"],
+        "base_url": options["base_url"],
+        "api": options["api"],
+        "concurrency": options["concurrency"],
+        "context_window": options["context_window"],
+        "backfill": options["backfill"],
+        "max_rollout_age_days": options["max_age_days"],
+        "min_rollout_idle_hours": options["min_idle_hours"],
+        "max_rollouts_per_run": options["max_rollouts"],
         "sources": sources,
-        "request_timeout_s": kw["timeout"],
-        "max_retries": kw["max_retries"],
+        "request_timeout_s": options["timeout"],
+        "max_retries": options["max_retries"],
     }
 
 
@@ -282,15 +282,7 @@ def extract(
     Each session is extracted once per version; an interrupted run is resumed by the next.
     Outcomes (succeeded, succeeded_no_output, failed with a reason) are in stage1_attempts.
     """
-    settings = Settings(
-        db=db,
-        **_extract_settings(
-            backend=backend, model=model, base_url=base_url, api=api, concurrency=concurrency,
-            context_window=context_window, backfill=backfill, max_age_days=max_age_days,
-            min_idle_hours=min_idle_hours, max_rollouts=max_rollouts, sources=sources,
-            timeout=timeout, max_retries=max_retries,
-        ),  # type: ignore[arg-type]
-    )  # fmt: skip
+    settings = Settings(db=db, **_extract_settings(locals()))  # type: ignore[arg-type]
     _check_db(settings.db)
     if orchestrate:
         _prefect_environment()
@@ -331,17 +323,7 @@ def run(
     from memkiln.flows.ingest import check_archive
 
     check_archive(archive)
-    settings = Settings(
-        db=db,
-        archive=archive,
-        out=out,
-        **_extract_settings(
-            backend=backend, model=model, base_url=base_url, api=api, concurrency=concurrency,
-            context_window=context_window, backfill=backfill, max_age_days=max_age_days,
-            min_idle_hours=min_idle_hours, max_rollouts=max_rollouts, sources=sources,
-            timeout=timeout, max_retries=max_retries,
-        ),  # type: ignore[arg-type]
-    )  # fmt: skip
+    settings = Settings(db=db, archive=archive, out=out, **_extract_settings(locals()))  # type: ignore[arg-type]
     _check_db(settings.db)
     _check_out(settings.out)
     _prefect_environment()
