@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 import duckdb
 import polars as pl
 
-from memkiln.io.store import fetch_pl, now, sql
+from memkiln.io.store import fetch_pl, now, sql, transaction
 from memkiln.transforms.outputs import StageOneOutput
 from memkiln.transforms.redact import RuleSet, redact_expr
 from memkiln.transforms.selection import JOB_COLUMNS, ROLLOUT_COLUMNS
@@ -81,9 +81,7 @@ def claim_many(
     """
     at = now()
     frame = todo.select("rollout_id", watermark="updated_at")
-    con.register("claim_batch", frame.to_arrow())
-    try:
-        con.execute("begin transaction")
+    with transaction(con, claim_batch=frame):
         con.execute(
             """
             insert into stage1_jobs as j (rollout_id, status, owner, lease_until, attempts,
@@ -106,12 +104,6 @@ def claim_many(
         rows = con.execute(
             "select j.rollout_id, j.attempts from stage1_jobs j join claim_batch using (rollout_id)"
         ).fetchall()
-        con.execute("commit")
-    except BaseException:
-        con.execute("rollback")
-        raise
-    finally:
-        con.unregister("claim_batch")
     return {rid: int(n) for rid, n in rows}
 
 
@@ -209,9 +201,7 @@ def finish_many(
         "at": at,
         "retry_at": at + retry_delay,
     }
-    con.register("finished", frame.to_arrow())
-    try:
-        con.execute("begin transaction")
+    with transaction(con, finished=frame):
         for name in (
             "finish_outputs_delete",
             "finish_outputs_insert",
@@ -221,9 +211,3 @@ def finish_many(
         ):
             text = sql(name)
             con.execute(text, {k: v for k, v in params.items() if f"${k}" in text})
-        con.execute("commit")
-    except BaseException:
-        con.execute("rollback")
-        raise
-    finally:
-        con.unregister("finished")

@@ -15,7 +15,7 @@ import polars as pl
 
 from memkiln.constants import QUARANTINE_EXCERPT_CHARS
 from memkiln.io.archive import FileBytes, FileStat, content_hash, read_file
-from memkiln.io.store import fetch_pl, now, sql
+from memkiln.io.store import fetch_pl, now, sql, transaction
 from memkiln.transforms.lines import classify_lines, clean_lines, excerpt_expr, split_lines
 from memkiln.transforms.normalize import (
     build_items,
@@ -366,12 +366,13 @@ def _write(
 ) -> None:
     at = now()
     params = {"fids": files["file_id"].to_list(), "run_id": run_id, "at": at}
-    con.execute("begin transaction")
-    try:
-        con.register("b_files", files.to_arrow())
-        con.register("b_rollouts", rollouts.to_arrow())
-        con.register("b_items", items.to_arrow())
-        con.register("b_quarantine", quarantine.to_arrow())
+    frames = {
+        "b_files": files,
+        "b_rollouts": rollouts,
+        "b_items": items,
+        "b_quarantine": quarantine,
+    }
+    with transaction(con, **frames):
         con.execute(
             "delete from items where file_id = any($fids::bigint[])", {"fids": params["fids"]}
         )
@@ -392,10 +393,3 @@ def _write(
                 "on conflict do update set hits = redaction_hits.hits + excluded.hits",
                 {"run_id": run_id, "rule_id": rule_id, "hits": n},
             )
-        con.execute("commit")
-    except BaseException:
-        con.execute("rollback")
-        raise
-    finally:
-        for name in ("b_files", "b_rollouts", "b_items", "b_quarantine"):
-            con.unregister(name)

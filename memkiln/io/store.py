@@ -118,6 +118,25 @@ def cursor(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     return cur
 
 
+@contextmanager
+def transaction(con: duckdb.DuckDBPyConnection, **frames: pl.DataFrame) -> Iterator[None]:
+    """One transaction around a block, with ``frames`` registered as relations of those
+    names for its statements: committed when the block ends, rolled back if it raises."""
+    for name, frame in frames.items():
+        con.register(name, frame.to_arrow())
+    try:
+        con.execute("begin transaction")
+        try:
+            yield
+        except BaseException:
+            con.execute("rollback")
+            raise
+        con.execute("commit")
+    finally:
+        for name in frames:
+            con.unregister(name)
+
+
 def migrate(con: duckdb.DuckDBPyConnection) -> int:
     """Apply the schema files this database has not seen; recreate the views. Returns the
     schema version."""
@@ -129,17 +148,12 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
     for version, name, text in known:
         if version in applied:
             continue
-        con.execute("begin transaction")
-        try:
+        with transaction(con):
             con.execute(text)
             con.execute(
                 "insert into schema_migrations (version, name) values ($version, $name)",
                 {"version": version, "name": name},
             )
-            con.execute("commit")
-        except duckdb.Error:
-            con.execute("rollback")
-            raise
     for entry in sorted(_sql_dir("views").iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".sql"):
             con.execute(entry.read_text(encoding="utf-8"))

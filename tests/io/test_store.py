@@ -56,3 +56,28 @@ def test_a_failed_run_is_recorded_with_its_error_redacted(tmp_path: Path) -> Non
         con.close()
     assert status == "failed"
     assert "RuntimeError" in error and "[REDACTED_SECRET]" in error and "Ab3Ab3" not in error
+
+
+def test_a_transaction_that_raises_leaves_nothing_behind(tmp_path: Path) -> None:
+    import polars as pl
+
+    from memkiln.io.store import transaction
+
+    con = open_store(tmp_path / "m.duckdb")
+    try:
+        frame = pl.DataFrame({"rule_id": ["r1"], "hits": [3]})
+        with pytest.raises(RuntimeError), transaction(con, batch=frame):
+            con.execute(
+                "insert into redaction_hits select 'run', 'ingest', rule_id, hits from batch"
+            )
+            raise RuntimeError("half way")
+        assert con.execute("select count(*) from redaction_hits").fetchall() == [(0,)]
+        with pytest.raises(duckdb.CatalogException):
+            con.execute("select * from batch")  # the frame is no longer registered
+        with transaction(con, batch=frame):
+            con.execute(
+                "insert into redaction_hits select 'run', 'ingest', rule_id, hits from batch"
+            )
+        assert con.execute("select count(*) from redaction_hits").fetchall() == [(1,)]
+    finally:
+        con.close()
