@@ -80,7 +80,7 @@ def phase_memkiln(archive: Path, db: Path) -> dict:  # type: ignore[type-arg]
 
     for p in (db, db.with_name(db.name + ".wal")):
         p.unlink(missing_ok=True)
-    settings = Settings(archive=archive, db=db, progress=False)
+    settings = Settings(archive=archive, db=db)
     rss_imports = _maxrss_mb()
     t0 = time.perf_counter()
     summary = ingest_archive(settings)

@@ -2,13 +2,15 @@
 
 1. open the store (create or migrate the schema) and record the run
 2. discover rollout files and decide which to read (new or changed fingerprint)
-3. load them batch by batch (read, split, redact, parse, normalize, write)
+3. load them batch by batch (read, split, redact, parse, normalize; then write, while the
+   next batch is prepared in a worker thread)
 4. close the run record with its counts and print the summary
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +22,7 @@ from memkiln.constants import INGEST_BATCH_FILES
 from memkiln.errors import ConfigError
 from memkiln.flows.progress import Reporter
 from memkiln.io.archive import discover
-from memkiln.io.loader import BatchResult, load_batch
+from memkiln.io.loader import BatchResult, prepared_batches, write_batch
 from memkiln.io.store import fetch_pl, open_store, recorded_run
 from memkiln.settings import Settings
 from memkiln.transforms.plan import FOUND_SCHEMA, batches, plan_files
@@ -109,16 +111,18 @@ def _ingest(
     hits: Counter[str] = Counter()
     # 3. load batch by batch
     with reporter.task("ingest", total=int(sum(b["size"].sum() for b in todo))) as advance:
-        for batch in todo:
-            result: BatchResult = load_batch(con, batch, rules=rules, run_id=summary.run_id)
-            summary.bytes_read += result.bytes_read
-            summary.rollouts += result.rollouts
-            summary.items += result.items
-            summary.quarantined += result.quarantined
-            summary.files_failed += result.failed_files
-            statuses.update(result.statuses)
-            hits.update(result.hits)
-            advance(int(batch["size"].sum()))
+        # closing(): an error while writing stops the worker before the error propagates
+        with closing(prepared_batches(todo, rules=rules)) as stream:
+            for batch, prepared in stream:
+                result: BatchResult = write_batch(con, prepared, run_id=summary.run_id)
+                summary.bytes_read += result.bytes_read
+                summary.rollouts += result.rollouts
+                summary.items += result.items
+                summary.quarantined += result.quarantined
+                summary.files_failed += result.failed_files
+                statuses.update(result.statuses)
+                hits.update(result.hits)
+                advance(int(batch["size"].sum()))
     summary.statuses = dict(statuses)
     summary.hits = dict(hits)
 

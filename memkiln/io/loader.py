@@ -8,6 +8,8 @@ one transaction, so a killed run leaves every file either fully ingested or unto
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import duckdb
@@ -49,6 +51,15 @@ class BatchResult:
     statuses: dict[str, int] = field(default_factory=dict)
 
 
+@dataclass
+class PreparedBatch:
+    """A batch read and normalized, ready to be written (steps 1-5 of ``load_batch``)."""
+
+    files: pl.DataFrame  # file_id, path, compression, size, mtime_ns, content_hash, status
+    norm: Normalized
+    bytes_read: int
+
+
 def load_batch(
     con: duckdb.DuckDBPyConnection,
     batch: pl.DataFrame,
@@ -57,6 +68,17 @@ def load_batch(
     run_id: str,
 ) -> BatchResult:
     """Ingest the files of ``batch`` (``path, size, mtime_ns, file_id, action``)."""
+    return write_batch(con, prepare_batch(con, batch, rules=rules), run_id=run_id)
+
+
+def prepare_batch(
+    parser: duckdb.DuckDBPyConnection, batch: pl.DataFrame, *, rules: RuleSet
+) -> PreparedBatch:
+    """Read, split, redact, parse and normalize the files of ``batch``; write nothing.
+
+    ``parser`` is only used as DuckDB's JSON parser: an in-memory connection of its own lets
+    the next batch be prepared in a worker thread while the store writes the current one.
+    """
     # 1. read and decompress
     reads: list[tuple[int, FileBytes]] = [
         (fid, read_file(FileStat(path, size, mtime)))
@@ -110,19 +132,53 @@ def load_batch(
             "status": pl.String,
         },
     )
-    result = BatchResult(files=len(reads), bytes_read=sum(len(d) for _, d in chunks))
+    bytes_read = sum(len(d) for _, d in chunks)
     del reads
 
     # 2-5. split, redact, parse and normalize
     norm = normalize_chunks(
-        con,
+        parser,
         chunks,
         files=files.select(fid="file_id", path="path"),
         extra_quarantine=pl.DataFrame(whole_file_quarantine, schema=QUARANTINE_SCHEMA),
         rules=rules,
     )
-    del chunks
-    result.hits = norm.hits
+    return PreparedBatch(files=files, norm=norm, bytes_read=bytes_read)
+
+
+def prepared_batches(
+    todo: Sequence[pl.DataFrame], *, rules: RuleSet
+) -> Iterator[tuple[pl.DataFrame, PreparedBatch]]:
+    """``(batch, prepared)`` for every batch in order, the next one prepared in a worker thread
+    while the caller writes the current one (both libraries release the GIL).
+
+    At most two batches are in memory at once. The worker has its own in-memory DuckDB
+    connection; the store is only touched by the caller.
+    """
+    if not todo:
+        return
+    parser = duckdb.connect()
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memkiln-prepare")
+    try:
+        ahead = pool.submit(prepare_batch, parser, todo[0], rules=rules)
+        for i, batch in enumerate(todo):
+            prepared = ahead.result()
+            if i + 1 < len(todo):
+                ahead = pool.submit(prepare_batch, parser, todo[i + 1], rules=rules)
+            yield batch, prepared
+            del prepared
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+        parser.close()
+
+
+def write_batch(
+    con: duckdb.DuckDBPyConnection, prepared: PreparedBatch, *, run_id: str
+) -> BatchResult:
+    """Settle duplicates and file statuses against the store, then write the batch in one
+    transaction."""
+    files, norm = prepared.files, prepared.norm
+    result = BatchResult(files=files.height, bytes_read=prepared.bytes_read, hits=norm.hits)
     items, rollouts, quarantine, per_file = (
         norm.items,
         norm.rollouts,

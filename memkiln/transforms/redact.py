@@ -330,22 +330,56 @@ def secret_count_expr(expr: pl.Expr, *, rules: RuleSet) -> pl.Expr:
 
 
 def rule_hit_counts(lf: pl.LazyFrame, *, column: str, rules: RuleSet) -> pl.LazyFrame:
-    """One row per rule with at least one hit in ``column``: ``rule_id`` (str), ``hits`` (i64).
+    """One row per rule that redacted something in ``column``: ``rule_id`` (str), ``hits`` (i64).
 
-    Count on the text before redaction. Rows are first flagged with the combined pattern, so the
-    per-rule counts only run on the few rows that hold a secret. Rows follow the rule order
-    (pass by pass, file order within a pass).
+    Give it the text before redaction. Every replaced span counts once, for the rule that
+    replaced it: pass by pass, the spans the pass's alternation matches (in the text as the
+    earlier passes left it) go to the first rule of the pass that matches at the span's start.
+    Only rows the combined pattern flags are looked at, and the per-rule tests run on the short
+    spans, not on the (often long) rows. Rows follow the rule order (pass by pass, file order
+    within a pass).
     """
-    text = pl.col(column)
-    flagged = lf.select(text).filter(text.str.contains(rules.any_pattern))
-    per_rule = flagged.select(
-        text.str.count_matches(rule.pattern).sum().cast(pl.Int64).alias(rule.id)
-        for rule in rules.rules
+    text = pl.col("text")
+    steps = lf.select(text=pl.col(column)).filter(text.str.contains(rules.any_pattern))
+    for i, rule_pass in enumerate(rules.passes):
+        spans_of_pass = text.str.extract_all(rule_pass.pattern).alias(rule_pass.name)
+        if i + 1 < len(rules.passes):  # the next pass sees this one's output
+            steps = steps.with_columns(
+                spans_of_pass, text.str.replace_all(rule_pass.pattern, rule_pass.replacement)
+            )
+        else:
+            steps = steps.with_columns(spans_of_pass)
+    spans = (
+        steps.select(rule_pass.name for rule_pass in rules.passes)
+        .unpivot(variable_name="pass_name", value_name="span")
+        .explode("span")
+        .drop_nulls("span")
+    )
+    span = pl.col("span")
+    in_pass = [pl.col("pass_name") == rule.pass_name for rule in rules.rules]
+    rule_id = pl.coalesce(
+        *(
+            pl.when(here & span.str.contains(f"^(?:{rule.pattern})")).then(pl.lit(rule.id))
+            for rule, here in zip(rules.rules, in_pass, strict=True)
+        ),
+        # a rule whose match depends on the text around the span: the first that matches inside
+        *(
+            pl.when(here & span.str.contains(rule.pattern)).then(pl.lit(rule.id))
+            for rule, here in zip(rules.rules, in_pass, strict=True)
+        ),
+    )
+    order = pl.LazyFrame(
+        {"rule_id": list(rules.rule_ids), "order": list(range(len(rules.rules)))},
+        schema={"rule_id": pl.String, "order": pl.Int64},
     )
     return (
-        per_rule.unpivot(variable_name="rule_id", value_name="hits")
-        .filter(pl.col("hits") > 0)
-        .select(pl.col("rule_id").cast(pl.String), pl.col("hits").cast(pl.Int64))
+        spans.select(rule_id=rule_id)
+        .drop_nulls()
+        .group_by("rule_id")
+        .agg(hits=pl.len().cast(pl.Int64))
+        .join(order, on="rule_id")
+        .sort("order")
+        .drop("order")
     )
 
 

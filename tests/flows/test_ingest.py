@@ -85,6 +85,30 @@ def test_second_run_reads_nothing_and_changes_no_count(
     assert counts(db) == before
 
 
+def test_many_small_batches_store_the_same_rows_as_one_batch(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    """Batches are prepared one ahead in a worker thread; their order and content must not
+    depend on how the archive is cut."""
+    one, many = tmp_path / "one.duckdb", tmp_path / "many.duckdb"
+    run_ingest(sample_archive, one, batch_bytes=1 << 30)
+    summary = run_ingest(sample_archive, many, batch_bytes=1)  # every file its own batch
+
+    assert summary.files_new == summary.files_seen > 2
+    query = (
+        "select rollout_id, seq, line_no, part_idx, record_type, item_type, role, text,"
+        " payload_json from items order by rollout_id, seq"
+    )
+    with (
+        duckdb.connect(str(one), read_only=True) as a,
+        duckdb.connect(str(many), read_only=True) as b,
+    ):
+        assert a.execute(query).fetchall() == b.execute(query).fetchall()
+        rollouts = "select * exclude (ingested_at, run_id, file_id) from rollouts order by 1"
+        assert a.execute(rollouts).fetchall() == b.execute(rollouts).fetchall()
+    assert counts(one) == counts(many)
+
+
 def test_appending_to_one_rollout_rereads_only_it_and_adds_only_new_items(
     sample_archive: Path, tmp_path: Path
 ) -> None:

@@ -6,7 +6,7 @@ create table if not exists files (
     compression     varchar not null,   -- none | gzip | zstd
     size            bigint not null,
     mtime_ns        bigint not null,
-    content_hash    varchar,            -- blake2b of the decompressed bytes
+    content_hash    varchar,            -- sha256 (hex) of the decompressed bytes
     status          varchar not null,   -- ok | partial | empty | binary | corrupt | unrecognized | duplicate
     rollout_id      varchar,
     lines           bigint not null default 0,
