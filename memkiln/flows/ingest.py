@@ -110,19 +110,22 @@ def _ingest(
     statuses: Counter[str] = Counter()
     hits: Counter[str] = Counter()
     # 3. load batch by batch
-    with reporter.task("ingest", total=int(sum(b["size"].sum() for b in todo))) as advance:
-        # closing(): an error while writing stops the worker before the error propagates
-        with closing(prepared_batches(todo, rules=rules)) as stream:
-            for batch, prepared in stream:
-                result: BatchResult = write_batch(con, prepared, run_id=summary.run_id)
-                summary.bytes_read += result.bytes_read
-                summary.rollouts += result.rollouts
-                summary.items += result.items
-                summary.quarantined += result.quarantined
-                summary.files_failed += result.failed_files
-                statuses.update(result.statuses)
-                hits.update(result.hits)
-                advance(int(batch["size"].sum()))
+    total = int(sum(b["size"].sum() for b in todo))
+    # closing(): an error while writing stops the worker before the error propagates
+    with (
+        reporter.task("ingest", total=total) as advance,
+        closing(prepared_batches(todo, rules=rules)) as stream,
+    ):
+        for batch, prepared in stream:
+            result: BatchResult = write_batch(con, prepared, run_id=summary.run_id)
+            summary.bytes_read += result.bytes_read
+            summary.rollouts += result.rollouts
+            summary.items += result.items
+            summary.quarantined += result.quarantined
+            summary.files_failed += result.failed_files
+            statuses.update(result.statuses)
+            hits.update(result.hits)
+            advance(int(batch["size"].sum()))
     summary.statuses = dict(statuses)
     summary.hits = dict(hits)
 

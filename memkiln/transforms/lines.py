@@ -70,6 +70,10 @@ def split_lines(chunks: Sequence[tuple[int, bytes]]) -> pl.DataFrame:
     lines = pl.DataFrame(
         {"fid": fid_col, "line": text, "lossy": lossy, "nbytes": binary.bin.size()}
     )
+    # CRLF files are rare: stripping copies every line, so only when one needs it
+    line = pl.col("line")
+    if text.str.ends_with("\r").any():
+        line = line.str.strip_suffix("\r")
     return (
         lines.with_columns(
             line_no=(pl.int_range(pl.len(), dtype=pl.Int32).over("fid") + 1),
@@ -77,7 +81,7 @@ def split_lines(chunks: Sequence[tuple[int, bytes]]) -> pl.DataFrame:
         .with_columns(
             unterminated=pl.col("fid").is_in(unterminated_fids)
             & (pl.col("line_no") == pl.col("line_no").max().over("fid")),
-            line=pl.col("line").str.strip_suffix("\r"),
+            line=line,
             nbytes=pl.col("nbytes").cast(pl.Int64),
         )
         .select(LINE_SCHEMA.keys())

@@ -1,12 +1,14 @@
 -- Pull, from each redacted line of a batch, the fields that the three rollout formats use.
--- Each line is parsed once: one json_extract_string call with every path. Objects and arrays
--- come back as compact JSON text; a path that is absent gives null.
+-- Each line is parsed once: one json_extract_string call with every path (a second, small
+-- parse only for has_payload, below). Objects and arrays come back as compact JSON text; a
+-- path that is absent gives null.
 -- Input relation: batch_lines(fid, line_no, line) with only lines that are JSON objects.
 -- The ``…[0]`` paths tell an array (first element present) from a string of the same text.
 with fields as (
     select
         fid,
         line_no,
+        line,
         json_extract_string(line, [
             '$.type', '$.timestamp', '$.record_type', '$.id', '$.role', '$.name',          -- 1-6
             '$.call_id', '$.arguments', '$.input', '$.output', '$.content', '$.summary',   -- 7-12
@@ -21,8 +23,8 @@ with fields as (
             '$.sessionId', '$.gitBranch', '$.isSidechain', '$.agentId', '$.entrypoint',    -- 40-44
             '$.isMeta', '$.message.role', '$.message.content', '$.message.toolName',       -- 45-48
             '$.message.toolCallId', '$.message.command', '$.message.output',               -- 49-51
-            '$.message.isError', '$.customType', '$.payload',                              -- 52-54
-            '$.content[0]', '$.payload.content[0]', '$.message.content[0]'                 -- 55-57
+            '$.message.isError', '$.customType',                                           -- 52-53
+            '$.content[0]', '$.payload.content[0]', '$.message.content[0]'                 -- 54-56
         ]) as f
     from batch_lines
 )
@@ -82,8 +84,15 @@ select
     f[51] as m_output,
     f[52] as m_is_error,
     f[53] as custom_type,
-    f[54] is not null as has_payload,
-    f[55] as content0,
-    f[56] as p_content0,
-    f[57] as m_content0
+    -- has a non-null payload: not extracted as a path (that would copy the whole payload as
+    -- text, tool outputs included); a payload with a type is one, lines with a sessionId are
+    -- Claude Code lines (never an envelope), the few others are asked
+    case
+        when f[18] is not null then true
+        when f[40] is not null then false
+        else coalesce(json_type(line, '$.payload') <> 'NULL', false)
+    end as has_payload,
+    f[54] as content0,
+    f[55] as p_content0,
+    f[56] as m_content0
 from fields;
