@@ -116,6 +116,8 @@ def main() -> None:
                     }
                 )
             )
+            load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+            at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
             started, cpu_started = time.perf_counter(), time.process_time()
             summary = extract_store(settings)
             elapsed = time.perf_counter() - started
@@ -139,6 +141,7 @@ def main() -> None:
     ok = summary.outcomes.get("succeeded", 0)
     cores = os.cpu_count()
     print(f"machine: {platform.machine()}, Python {platform.python_version()}, {cores} cores")
+    print(f"run started {at}, load average then {load} (1, 5, 15 min)")
     header = ("rollouts", "latency s", "conc", "ideal s", "memkiln s", "ratio", "req/s", "ok")
     print("{:>10} {:>10} {:>5} {:>8} {:>10} {:>6} {:>7} {:>5}".format(*header))
     print(

@@ -514,13 +514,15 @@ class _Handler(BaseHTTPRequestHandler):
         return self.rfile.read(length) if length > 0 else b""
 
     def _dispatch(self) -> None:
-        """Record the request, compute the answer (sleeping as scripted) and send it."""
+        """Record the request, compute the answer, hold it until the latency (and any scripted
+        delay) has passed since the request arrived, and send it."""
         fake = self.server.fake
         try:
             raw = self._read_body()
         except (*_DISCONNECTS, OSError, ValueError):
             self.close_connection = True
             return
+        arrived = time.monotonic()
         body: Any = None
         bad_json = False
         if raw:
@@ -537,19 +539,21 @@ class _Handler(BaseHTTPRequestHandler):
         fake._enter(record)
         try:
             try:
-                status, payload, headers = fake._answer(
+                status, payload, headers, hold = fake._answer(
                     self.command, urlsplit(self.path).path, body, bad_json
                 )
             except Exception as exc:
                 fake.errors.append(exc)
-                status, payload, headers = 500, _error_body(500, f"fake server error: {exc!r}"), {}
-            self._send(status, payload, headers)
+                status, headers, hold = 500, {}, 0.0
+                payload = _error_body(500, f"fake server error: {exc!r}")
+            data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
+            fake._sleep(arrived + hold - time.monotonic())
+            self._send(status, data, headers)
         finally:
             fake._leave()
 
-    def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str]) -> None:
+    def _send(self, status: int, data: bytes, headers: dict[str, str]) -> None:
         """Write one JSON response; a client that went away is not an error."""
-        data = json.dumps(payload, ensure_ascii=False).encode("utf-8")
         try:
             self.send_response(status)
             self.send_header("Content-Type", "application/json")
@@ -765,35 +769,37 @@ class FakeOpenAI:
 
     def _answer(
         self, method: str, path: str, body: Any, bad_json: bool
-    ) -> tuple[int, dict[str, Any], dict[str, str]]:
-        """Status, JSON payload and extra headers for one request."""
+    ) -> tuple[int, dict[str, Any], dict[str, str], float]:
+        """Status, JSON payload, extra headers and how long after its arrival the answer is
+        sent (computed at once, so that building it does not add to the latency)."""
         is_chat = path.endswith("/chat/completions")
         is_responses = path.endswith("/responses")
         if method == "GET" and path.endswith("/models"):
-            self._sleep(self.latency)
-            return 200, _models(), {}
+            return 200, _models(), {}, self.latency
         if method != "POST" or not (is_chat or is_responses):
-            self._sleep(self.latency)
-            return 404, _error_body(404, f"Unknown request URL: {method} {path}."), {}
+            message = f"Unknown request URL: {method} {path}."
+            return 404, _error_body(404, message), {}, self.latency
         if bad_json or not isinstance(body, dict):
-            return 400, _error_body(400, "We could not parse the JSON body of your request."), {}
+            message = "We could not parse the JSON body of your request."
+            return 400, _error_body(400, message), {}, 0.0
         if body.get("stream"):
-            return 400, _error_body(400, "The fake server does not support stream=true."), {}
+            message = "The fake server does not support stream=true."
+            return 400, _error_body(400, message), {}, 0.0
         reply = self._choose(body)
         delay = reply.delay
         if reply.kind == "timeout" and delay <= 0:
             delay = DEFAULT_TIMEOUT_DELAY
-        self._sleep(self.latency + delay)
+        hold = self.latency + delay
         if reply.kind == "status":
             headers = {}
             if reply.retry_after is not None:
                 headers["retry-after"] = _format_seconds(reply.retry_after)
             message = f"Fake error {reply.status} (scripted)."
-            return reply.status, _error_body(reply.status, message), headers
+            return reply.status, _error_body(reply.status, message), headers, hold
         content = render_content(reply, body)
         if is_chat:
-            return 200, _chat_completion(body, content), {}
-        return 200, _response(body, content), {}
+            return 200, _chat_completion(body, content), {}, hold
+        return 200, _response(body, content), {}, hold
 
 
 # --------------------------------------------------------------------------- pytest fixtures

@@ -227,13 +227,25 @@ async def _extract(
         return requests, attempts
 
     running: list[asyncio.Task[None]] = []  # kept until gathered, so an error surfaces
-    chunks = list(todo.iter_slices(max(PREPARE_CHUNK, settings.concurrency * 4)))
+    # the first chunk only fills the slots, so that sending starts as soon as it can
+    head = todo.head(settings.concurrency)
+    rest = todo.slice(head.height).iter_slices(max(PREPARE_CHUNK, settings.concurrency * 4))
+    chunks = [head, *rest] if head.height else []
+    upcoming: asyncio.Task[tuple[list[Request], dict[str, int]]] | None = None
+    prepared = 0
+
+    def prepare_next() -> None:
+        """Start preparing the next chunk in a worker thread, unless one is on its way."""
+        nonlocal upcoming, prepared
+        if upcoming is None and prepared < len(chunks):
+            upcoming = asyncio.create_task(asyncio.to_thread(prepare, chunks[prepared]))
+            prepared += 1
+
     with reporter.task("extract", total=todo.height) as advance:
-        upcoming = asyncio.create_task(asyncio.to_thread(prepare, chunks[0])) if chunks else None
-        for i, chunk in enumerate(chunks):
+        prepare_next()
+        for chunk in chunks:
             requests, attempts = await upcoming  # type: ignore[misc]
-            if i + 1 < len(chunks):  # the next chunk is prepared while this one is sent
-                upcoming = asyncio.create_task(asyncio.to_thread(prepare, chunks[i + 1]))
+            upcoming = None
             watermarks = dict(chunk.iter_rows())
             for request in requests:
                 rid = request.rollout_id
@@ -242,12 +254,17 @@ async def _extract(
                     buffer.append(Finished(reused, watermarks[rid], attempts[rid]))
                     advance(1)
                     continue
+                # every slot busy: the next chunk is prepared while these requests wait,
+                # not while the first ones of this chunk are being sent
+                if slots.locked():
+                    prepare_next()
                 await slots.acquire()
                 if backend.name != "heuristic":
                     summary.requests += 1
                 running.append(
                     asyncio.create_task(run_one(request, watermarks[rid], attempts[rid], advance))
                 )
+            prepare_next()
             await flush()
         if running:
             await asyncio.gather(*running)

@@ -11,12 +11,21 @@ Every answer is parsed into the strict model and redacted again before it is ret
 
 from __future__ import annotations
 
+import asyncio
 import os
+import queue
+import threading
+from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
-from typing import Any, Protocol
+from functools import partial
+from typing import Any, Protocol, TypeVar
 
 import openai
 import polars as pl
+from openai import RequestOptions
+from openai.types.chat import ChatCompletion
+from pydantic import BaseModel, ValidationError
 
 from memkiln.errors import ConfigError
 from memkiln.io.jobs import Outcome
@@ -36,6 +45,9 @@ from memkiln.transforms.redact import RuleSet, redact_text
 from memkiln.transforms.tokens import count_tokens
 
 HEURISTIC_MODEL = "heuristic-v1"
+T = TypeVar("T")
+#: Request options of a model call: the API key as a bearer token, as ``create`` sends it.
+BEARER_AUTH: RequestOptions = {"security": {"bearer_auth": True}}
 
 
 @dataclass(frozen=True)
@@ -102,6 +114,72 @@ class HeuristicBackend:
         return None
 
 
+class _ChatMessage(BaseModel):
+    content: str | None = None
+
+
+class _ChatChoice(BaseModel):
+    message: _ChatMessage
+
+
+class _ChatUsage(BaseModel):
+    prompt_tokens: int
+    completion_tokens: int
+
+
+class ChatAnswer(BaseModel):
+    """What stage one reads of a Chat Completions response (every other field is ignored)."""
+
+    choices: list[_ChatChoice] = []
+    usage: _ChatUsage | None = None
+
+
+class _OutputPart(BaseModel):
+    type: str
+    text: str | None = None
+
+
+class _OutputItem(BaseModel):
+    type: str
+    content: list[_OutputPart] | None = None
+
+
+class _ResponsesUsage(BaseModel):
+    input_tokens: int
+    output_tokens: int
+
+
+class ResponsesAnswer(BaseModel):
+    """What stage one reads of a Responses API response (every other field is ignored)."""
+
+    output: list[_OutputItem] = []
+    usage: _ResponsesUsage | None = None
+
+
+def read_answer(raw: bytes, *, api: str) -> tuple[str | None, tuple[int, int] | None]:
+    """The answer text and the ``(input, output)`` token counts (None when the server sent
+    no usage) of a response body; the text of a Responses answer joins its ``output_text``
+    parts, as the client's ``output_text`` does. Raises ``ValidationError`` for a body that
+    is not such a response."""
+    if api == "responses":
+        response = ResponsesAnswer.model_validate_json(raw)
+        text: str | None = "".join(
+            part.text or ""
+            for item in response.output
+            if item.type == "message"
+            for part in item.content or ()
+            if part.type == "output_text"
+        )
+        usage = response.usage
+        counts = (usage.input_tokens, usage.output_tokens) if usage else None
+    else:
+        completion = ChatAnswer.model_validate_json(raw)
+        text = completion.choices[0].message.content if completion.choices else None
+        chat_usage = completion.usage
+        counts = (chat_usage.prompt_tokens, chat_usage.completion_tokens) if chat_usage else None
+    return text, counts
+
+
 def failure_reason(exc: BaseException) -> str:
     """The fixed reason string for an exception raised by the openai client."""
     if isinstance(exc, openai.RateLimitError):
@@ -126,8 +204,70 @@ def failure_reason(exc: BaseException) -> str:
     return "client_error"
 
 
+def open_client(**options: Any) -> openai.OpenAI:
+    """An ``openai.OpenAI`` client whose per-request headers are already worked out: that
+    detects the platform once (reading the interpreter's binary, about 20 ms), which the
+    first requests would otherwise all do at the same time."""
+    client = openai.OpenAI(**options)
+    client.platform_headers()
+    return client
+
+
+#: A blocking call and the future of its result.
+_Job = tuple[Callable[[], Any], Future[Any]]
+
+
+class DaemonThreads:
+    """A fixed set of daemon threads that run blocking calls for the event loop.
+
+    Daemon threads (unlike ``ThreadPoolExecutor``'s) are not waited for when the process
+    exits, so an interrupted run stops at once instead of waiting for the requests in flight.
+    """
+
+    def __init__(self, size: int, *, name: str) -> None:
+        self._calls: queue.SimpleQueue[_Job | None] = queue.SimpleQueue()
+        self._threads = [
+            threading.Thread(target=self._serve, name=f"{name}-{i}", daemon=True)
+            for i in range(size)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, call: Callable[[], T]) -> Future[T]:
+        """Queue ``call`` for the next free thread."""
+        future: Future[T] = Future()
+        self._calls.put((call, future))
+        return future
+
+    async def run(self, call: Callable[[], T]) -> T:
+        """Run ``call`` in one of the threads; the event loop waits without blocking."""
+        return await asyncio.wrap_future(self.submit(call))
+
+    def shutdown(self) -> None:
+        """Let every thread end once the calls already submitted are done."""
+        for _ in self._threads:
+            self._calls.put(None)
+
+    def _serve(self) -> None:
+        while (item := self._calls.get()) is not None:
+            call, future = item
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(call())
+            except BaseException as exc:  # handed to the caller, as an executor does
+                future.set_exception(exc)
+
+
 class OpenAIBackend:
-    """Any OpenAI-compatible endpoint (OpenAI, Azure, vLLM, Ollama, llama.cpp server)."""
+    """Any OpenAI-compatible endpoint (OpenAI, Azure, vLLM, Ollama, llama.cpp server).
+
+    The blocking client runs in threads of the backend's own, one per request in flight:
+    its HTTP stack needs less CPU per request than the async one, and the steps of a
+    request wait only for the GIL, not for their turn among all the others on the event
+    loop (``bench/RESULTS.md``). The client is built in one of these threads while the store
+    is opened and the first requests are prepared.
+    """
 
     name = "openai"
 
@@ -145,20 +285,34 @@ class OpenAIBackend:
         self.context_window = settings.context_window
         self.max_output_tokens = settings.max_output_tokens
         self.price_in, self.price_out = settings.prices.get(settings.model, (0.0, 0.0))
+        schema = stage_one_json_schema()
         self._response_format = {
             "type": "json_schema",
-            "json_schema": {
-                "name": "stage_one_output",
-                "schema": stage_one_json_schema(),
-                "strict": True,
-            },
+            "json_schema": {"name": "stage_one_output", "schema": schema, "strict": True},
         }
-        self.client = openai.AsyncOpenAI(
-            api_key=key,
-            base_url=settings.base_url,
-            timeout=settings.request_timeout_s,
-            max_retries=settings.max_retries,
+        self._text_format = {
+            "format": {
+                "type": "json_schema",
+                "name": "stage_one_output",
+                "schema": schema,
+                "strict": True,
+            }
+        }
+        self._threads = DaemonThreads(settings.concurrency, name="openai")
+        self._client: Future[openai.OpenAI] = self._threads.submit(
+            partial(
+                open_client,
+                api_key=key,
+                base_url=settings.base_url,
+                timeout=settings.request_timeout_s,
+                max_retries=settings.max_retries,
+            )
         )
+
+    @property
+    def client(self) -> openai.OpenAI:
+        """The client, once built (building it loads the TLS certificates, about 50 ms)."""
+        return self._client.result()
 
     def _cost(self, tokens_in: int, tokens_out: int) -> float:
         return (tokens_in * self.price_in + tokens_out * self.price_out) / 1_000_000
@@ -177,10 +331,16 @@ class OpenAIBackend:
                 detail=f"{needed} tokens needed, window {self.context_window}",
             )
         try:
-            text, tokens_in, tokens_out = await self._call(prompt)
+            text, tokens_in, tokens_out = await self._threads.run(partial(self._call, prompt))
         except openai.APIError as exc:
             detail = redact_text(f"{type(exc).__name__}: {exc}"[:300], rules=self.rules)
             return replace(base, reason=failure_reason(exc), detail=detail)
+        except ValidationError as exc:  # a 200 whose body is not a response of this API
+            problem = exc.errors()[0]
+            where = ".".join(str(p) for p in problem["loc"]) or "<root>"
+            return replace(
+                base, reason="invalid_json", detail=f"response body {where}: {problem['type']}"
+            )
         usage = {
             "input_hash": request.input_hash,
             "input_tokens": tokens_in,
@@ -199,48 +359,36 @@ class OpenAIBackend:
             )
         return finalize(request.rollout_id, parsed.output, **usage)
 
-    async def _call(self, prompt: StageOneInput) -> tuple[str | None, int, int]:
-        schema = stage_one_json_schema()
+    def _call(self, prompt: StageOneInput) -> tuple[str | None, int, int]:
+        # Runs in one of the backend's threads. The body goes out as it is through the
+        # client's own ``post`` (the same auth, timeouts, retries and errors as ``create``)
+        # and only what is used is read back: ``create`` runs its typed-parameter transform
+        # over the messages on every request and the typed response is built field by
+        # field, together about half of the client's CPU per request.
         if self.api == "responses":
-            response = await self.client.responses.create(
-                model=self.model,
-                instructions=prompt.system,
-                input=prompt.user,
-                max_output_tokens=self.max_output_tokens,
-                text={
-                    "format": {
-                        "type": "json_schema",
-                        "name": "stage_one_output",
-                        "schema": schema,
-                        "strict": True,
-                    }
-                },
-            )
-            usage = response.usage
-            return (
-                response.output_text,
-                usage.input_tokens if usage else count_tokens(prompt.user),
-                usage.output_tokens if usage else 0,
-            )
-        completion = await self.client.chat.completions.create(
-            model=self.model,
-            messages=[
-                {"role": "system", "content": prompt.system},
-                {"role": "user", "content": prompt.user},
-            ],
-            max_completion_tokens=self.max_output_tokens,
-            # sent as is: the client's typed-parameter transform walks a schema dict
-            # recursively on every request, which costs more than the request itself
-            extra_body={"response_format": self._response_format},
-        )
-        choice = completion.choices[0] if completion.choices else None
-        text = choice.message.content if choice else None
-        usage = completion.usage
-        return (
-            text,
-            usage.prompt_tokens if usage else count_tokens(prompt.user),
-            usage.completion_tokens if usage else 0,
-        )
+            path = "/responses"
+            body = {
+                "model": self.model,
+                "instructions": prompt.system,
+                "input": prompt.user,
+                "max_output_tokens": self.max_output_tokens,
+                "text": self._text_format,
+            }
+        else:
+            path = "/chat/completions"
+            body = {
+                "model": self.model,
+                "messages": [
+                    {"role": "system", "content": prompt.system},
+                    {"role": "user", "content": prompt.user},
+                ],
+                "max_completion_tokens": self.max_output_tokens,
+                "response_format": self._response_format,
+            }
+        raw = self.client.post(path, body=body, cast_to=bytes, options=BEARER_AUTH)
+        text, counts = read_answer(raw, api=self.api)
+        tokens_in, tokens_out = counts or (count_tokens(prompt.user), 0)
+        return text, tokens_in, tokens_out
 
     async def consolidate(self, prompt: ConsolidationInput) -> ConsolidationResult:
         """One structured call for a project's MEMORY.md, memory_summary.md and skills."""
@@ -248,8 +396,9 @@ class OpenAIBackend:
         if self.context_window and needed > self.context_window:
             return ConsolidationResult(None, "context_overflow", f"{needed} tokens needed")
         schema = strict_schema(ConsolidationOutput)
-        try:
-            completion = await self.client.chat.completions.create(
+
+        def create() -> ChatCompletion:
+            return self.client.chat.completions.create(
                 model=self.model,
                 messages=[
                     {"role": "system", "content": prompt.system},
@@ -261,6 +410,9 @@ class OpenAIBackend:
                     "json_schema": {"name": "consolidation", "schema": schema, "strict": True},
                 },
             )
+
+        try:
+            completion = await self._threads.run(create)
         except openai.APIError as exc:
             detail = redact_text(f"{type(exc).__name__}: {exc}"[:300], rules=self.rules)
             return ConsolidationResult(None, failure_reason(exc), detail)
@@ -276,7 +428,8 @@ class OpenAIBackend:
         )
 
     async def aclose(self) -> None:
-        await self.client.close()
+        self._threads.shutdown()
+        self.client.close()
 
 
 def make_backend(settings: Settings, *, rules: RuleSet) -> Backend:

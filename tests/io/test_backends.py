@@ -1,0 +1,157 @@
+"""The openai backend: what it sends, how it reads the answer, against the local fake server."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from pathlib import Path
+
+import polars as pl
+import pytest
+from pydantic import ValidationError
+
+from memkiln.io.backends import DaemonThreads, OpenAIBackend, Request, read_answer
+from memkiln.io.jobs import Outcome
+from memkiln.settings import Settings
+from memkiln.transforms.heuristic import RolloutFacts
+from memkiln.transforms.prompts import build_stage_one_input
+from memkiln.transforms.redact import load_rules
+from tests.fake_openai import FakeOpenAI, Reply
+
+STAGE_ONE = {"raw_memory": "m", "rollout_summary": "s", "rollout_slug": "x"}
+
+
+def chat_body(content: str | None, usage: dict[str, int] | None = None) -> bytes:
+    message = {"role": "assistant", "content": content, "refusal": None}
+    body = {"id": "c", "object": "chat.completion", "choices": [{"index": 0, "message": message}]}
+    return json.dumps(body | ({"usage": usage} if usage else {})).encode()
+
+
+def test_a_chat_answer_gives_its_text_and_token_counts() -> None:
+    usage = {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150}
+    assert read_answer(chat_body("hello", usage), api="chat") == ("hello", (120, 30))
+    assert read_answer(chat_body("hello"), api="chat") == ("hello", None)
+    assert read_answer(b'{"choices": []}', api="chat") == (None, None)
+
+
+def test_a_responses_answer_joins_the_output_text_of_its_messages() -> None:
+    body = {
+        "object": "response",
+        "output": [
+            {"type": "reasoning", "id": "r", "summary": [], "content": None},
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [
+                    {"type": "output_text", "text": '{"raw_memory": ', "annotations": []},
+                    {"type": "refusal", "refusal": "no"},
+                    {"type": "output_text", "text": '"m"}', "annotations": []},
+                ],
+            },
+        ],
+        "usage": {"input_tokens": 7, "output_tokens": 3, "total_tokens": 10},
+    }
+    text, counts = read_answer(json.dumps(body).encode(), api="responses")
+    assert text == '{"raw_memory": "m"}' and counts == (7, 3)
+
+
+@pytest.mark.parametrize("raw", [b"<html>busy</html>", b'{"choices": "none"}', b"[]"])
+def test_a_body_that_is_no_response_is_refused(raw: bytes) -> None:
+    with pytest.raises(ValidationError):
+        read_answer(raw, api="chat")
+
+
+def test_daemon_threads_hand_back_results_and_errors() -> None:
+    threads = DaemonThreads(2, name="test-daemon")
+
+    async def use() -> int:
+        with pytest.raises(ZeroDivisionError):
+            await threads.run(lambda: 1 // 0)
+        return await threads.run(lambda: 41 + 1)
+
+    assert asyncio.run(use()) == 42
+    mine = [t for t in threading.enumerate() if t.name.startswith("test-daemon-")]
+    assert len(mine) == 2 and all(t.daemon for t in mine)  # never waited for at exit
+    threads.shutdown()
+    for t in mine:
+        t.join()
+
+
+def backend_for(fake: FakeOpenAI, tmp_path: Path, **kw: object) -> OpenAIBackend:
+    settings = Settings(
+        db=tmp_path / "m.duckdb",
+        backend="openai",
+        base_url=fake.base_url,
+        model="fake-model",
+        max_retries=0,
+        request_timeout_s=5,
+        **kw,  # type: ignore[arg-type]
+    )
+    return OpenAIBackend(settings, rules=load_rules())
+
+
+def request() -> Request:
+    prompt = build_stage_one_input(
+        rollout_path="/home/dev/rollout.jsonl",
+        rollout_cwd="/home/dev/shop",
+        rollout_contents="[user] add the tax line",
+        context_window=None,
+    )
+    facts = RolloutFacts(rollout_id="r1", cwd="/home/dev/shop", updated_at=None)
+    return Request("r1", pl.DataFrame(), facts, prompt, input_hash="h")
+
+
+def extract_one(backend: OpenAIBackend) -> Outcome:
+    async def run() -> Outcome:
+        try:
+            return await backend.extract(request())
+        finally:
+            await backend.aclose()
+
+    return asyncio.run(run())
+
+
+@pytest.mark.parametrize("api", ["chat", "responses"])
+def test_each_api_sends_the_strict_schema_with_the_key_and_reads_the_answer(
+    api: str, fake_openai: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
+    outcome = extract_one(backend_for(fake_openai, tmp_path, api=api))
+
+    assert outcome.outcome == "succeeded" and outcome.output is not None
+    assert outcome.input_tokens > 0 and outcome.output_tokens > 0
+    (sent,) = fake_openai.requests
+    assert sent["headers"]["authorization"] == "Bearer sk-test-key"
+    body = sent["body"]
+    if api == "chat":
+        assert sent["path"].endswith("/chat/completions")
+        assert [m["role"] for m in body["messages"]] == ["system", "user"]
+        fmt = body["response_format"]["json_schema"]
+    else:
+        assert sent["path"].endswith("/responses")
+        assert "memory extractor" in body["instructions"] and "add the tax line" in body["input"]
+        fmt = body["text"]["format"]
+    assert fmt["strict"] is True and set(fmt["schema"]["required"]) == set(STAGE_ONE)
+
+
+def test_an_answer_that_is_not_the_schema_fails_with_its_reason(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    fake_openai.default = Reply("content", content='{"raw_memory": "m"}')
+    outcome = extract_one(backend_for(fake_openai, tmp_path))
+    assert (outcome.outcome, outcome.reason) == ("failed", "schema_mismatch")
+
+
+def test_a_reply_that_is_no_response_at_all_fails_as_invalid_json(
+    fake_openai: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    backend = backend_for(fake_openai, tmp_path)
+
+    def proxy_page(*args: object, **kwargs: object) -> bytes:
+        return b"<html>upstream busy</html>"
+
+    monkeypatch.setattr(backend.client, "post", proxy_page)
+    outcome = extract_one(backend)
+    assert (outcome.outcome, outcome.reason) == ("failed", "invalid_json")
+    assert outcome.detail == "response body <root>: json_invalid"
