@@ -34,6 +34,7 @@ from memkiln.settings import Settings
 from memkiln.transforms.heuristic import RolloutFacts, extract_heuristic
 from memkiln.transforms.outputs import (
     ConsolidationOutput,
+    Parsed,
     StageOneOutput,
     parse_model,
     parse_stage_one,
@@ -323,15 +324,17 @@ class OpenAIBackend:
             request.rollout_id, "failed", input_hash=request.input_hash, started_at=started
         )
         prompt = request.prompt
-        needed = prompt.system_tokens + prompt.user_tokens + self.max_output_tokens
-        if self.context_window and needed > self.context_window:
+        needed = self.context_window and prompt.tokens_needed(
+            self.max_output_tokens, self.context_window
+        )
+        if needed:
             return replace(
                 base,
                 reason="context_overflow",
                 detail=f"{needed} tokens needed, window {self.context_window}",
             )
         try:
-            text, tokens_in, tokens_out = await self._threads.run(partial(self._call, prompt))
+            parsed, tokens_in, tokens_out = await self._threads.run(partial(self._call, prompt))
         except openai.APIError as exc:
             detail = redact_text(f"{type(exc).__name__}: {exc}"[:300], rules=self.rules)
             return replace(base, reason=failure_reason(exc), detail=detail)
@@ -348,7 +351,6 @@ class OpenAIBackend:
             "cost_usd": self._cost(tokens_in, tokens_out),
             "started_at": started,
         }
-        parsed = parse_stage_one(text)
         if parsed.output is None:
             return Outcome(
                 request.rollout_id,
@@ -359,12 +361,13 @@ class OpenAIBackend:
             )
         return finalize(request.rollout_id, parsed.output, **usage)
 
-    def _call(self, prompt: StageOneInput) -> tuple[str | None, int, int]:
-        # Runs in one of the backend's threads. The body goes out as it is through the
-        # client's own ``post`` (the same auth, timeouts, retries and errors as ``create``)
-        # and only what is used is read back: ``create`` runs its typed-parameter transform
-        # over the messages on every request and the typed response is built field by
-        # field, together about half of the client's CPU per request.
+    def _call(self, prompt: StageOneInput) -> tuple[Parsed, int, int]:
+        # Runs in one of the backend's threads, parsing the answer too, so that the event
+        # loop only hands out requests and collects outcomes. The body goes out as it is
+        # through the client's own ``post`` (the same auth, timeouts, retries and errors as
+        # ``create``) and only what is used is read back: ``create`` runs its typed-parameter
+        # transform over the messages on every request and the typed response is built field
+        # by field, together about half of the client's CPU per request.
         if self.api == "responses":
             path = "/responses"
             body = {
@@ -388,7 +391,7 @@ class OpenAIBackend:
         raw = self.client.post(path, body=body, cast_to=bytes, options=BEARER_AUTH)
         text, counts = read_answer(raw, api=self.api)
         tokens_in, tokens_out = counts or (count_tokens(prompt.user), 0)
-        return text, tokens_in, tokens_out
+        return parse_stage_one(text), tokens_in, tokens_out
 
     async def consolidate(self, prompt: ConsolidationInput) -> ConsolidationResult:
         """One structured call for a project's MEMORY.md, memory_summary.md and skills."""

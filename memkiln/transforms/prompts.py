@@ -6,8 +6,8 @@ missing variable is an error, not an empty string.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cache
+from dataclasses import dataclass, field
+from functools import cache, cached_property
 
 import jinja2
 
@@ -30,13 +30,33 @@ def environment() -> jinja2.Environment:
 
 @dataclass(frozen=True)
 class StageOneInput:
-    """The two messages of a stage-one request, their token counts and what the budget did."""
+    """The two messages of a stage-one request and what the budget did; their token counts
+    are computed on first use (see ``Truncation``)."""
 
     system: str
     user: str
     truncation: Truncation
-    system_tokens: int
-    user_tokens: int
+    frame: str = field(repr=False)  # the user message without the rollout contents
+
+    @cached_property
+    def system_tokens(self) -> int:
+        return _static_tokens(self.system)
+
+    @cached_property
+    def user_tokens(self) -> int:
+        """An upper bound without encoding the message again: the frame, the contents, and a
+        token for each of the two joins."""
+        return count_tokens(self.frame) + self.truncation.tokens_after + 2
+
+    def tokens_needed(self, reserve: int, window: int) -> int | None:
+        """The messages' tokens plus ``reserve`` when that exceeds ``window``, else None.
+        Nothing is encoded when the messages' size (a token is at least one byte) proves
+        that they fit."""
+        size = len(self.system.encode("utf-8")) + len(self.user.encode("utf-8"))
+        if size + reserve <= window:
+            return None
+        needed = self.system_tokens + self.user_tokens + reserve
+        return needed if needed > window else None
 
 
 @cache
@@ -55,19 +75,13 @@ def build_stage_one_input(
     middle to ``context_window x 95% x 70%`` tokens (150,000 when the window is unknown)."""
     contents, truncation = truncate_middle(rollout_contents, stage_one_budget(context_window))
     env = environment()
-    system = env.get_template("stage_one_system.md").render()
     template = env.get_template("stage_one_input.md")
     fields = {"rollout_path": rollout_path, "rollout_cwd": rollout_cwd or "unknown"}
-    user = template.render(**fields, rollout_contents=contents)
-    # an upper bound without encoding the message again: the frame, the contents, and a
-    # token for each of the two joins
-    frame_tokens = count_tokens(template.render(**fields, rollout_contents=""))
     return StageOneInput(
-        system=system,
-        user=user,
+        system=env.get_template("stage_one_system.md").render(),
+        user=template.render(**fields, rollout_contents=contents),
         truncation=truncation,
-        system_tokens=_static_tokens(system),
-        user_tokens=frame_tokens + truncation.tokens_after + 2,
+        frame=template.render(**fields, rollout_contents=""),
     )
 
 

@@ -8,10 +8,11 @@ overflow the model's window.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from functools import cache
+from functools import cache, cached_property
+from typing import TYPE_CHECKING
 
-from bpe_openai import Encoding, get_encoding
+if TYPE_CHECKING:
+    from bpe_openai import Encoding
 
 #: Share of the context window stage one may fill with rollout contents (Codex's 95% x 70%).
 WINDOW_USABLE = 0.95
@@ -26,6 +27,10 @@ ENCODING = "o200k_base"
 
 @cache
 def encoding() -> Encoding:
+    """The encoder, loaded on first use: importing ``bpe_openai`` reads the ranks of every
+    encoding it ships (about a second), which a run whose sessions all fit never needs."""
+    from bpe_openai import get_encoding
+
     return get_encoding(ENCODING)
 
 
@@ -67,21 +72,59 @@ def count_tokens(text: str) -> int:
     return sum(len(enc.encode_ordinary(p)) for p in pieces) + max(len(pieces) - 1, 0)
 
 
-@dataclass(frozen=True)
 class Truncation:
-    """What the budget did to a text."""
+    """What the budget did to a text: its token counts before and after, and the budget.
 
-    tokens_before: int
-    tokens_after: int
-    budget: int
+    A text whose size alone proves that it fits (a token is at least one byte) is kept whole
+    and counted only when a count is asked for: most sessions fit, and encoding them (and
+    loading the encoder) is the costly part of building a request.
+    """
+
+    def __init__(
+        self,
+        budget: int,
+        *,
+        before: int | None = None,
+        after: int | None = None,
+        whole: str | None = None,
+    ) -> None:
+        if whole is None and (before is None or after is None):
+            raise ValueError("a Truncation needs both counts, or the whole text to count")
+        self.budget = budget
+        self._before = before
+        self._after = after
+        self._whole = whole
+
+    @classmethod
+    def kept_whole(cls, text: str, budget: int) -> Truncation:
+        """``text`` fits the budget by its size; count it later, if ever."""
+        return cls(budget, whole=text)
+
+    @cached_property
+    def tokens_after(self) -> int:
+        if self._after is not None:
+            return self._after
+        return count_tokens(self._whole or "")
+
+    @cached_property
+    def tokens_before(self) -> int:
+        return self._before if self._before is not None else self.tokens_after
 
     @property
     def truncated(self) -> bool:
-        return self.tokens_before > self.budget
+        return self._whole is None and self.tokens_before > self.budget
 
     @property
     def removed(self) -> int:
         return max(self.tokens_before - self.tokens_after, 0)
+
+    def __repr__(self) -> str:
+        if self._whole is not None and "tokens_after" not in self.__dict__:
+            return f"Truncation(budget={self.budget}, kept whole, not counted)"
+        return (
+            f"Truncation(budget={self.budget}, tokens_before={self.tokens_before}, "
+            f"tokens_after={self.tokens_after})"
+        )
 
 
 def marker(removed: int) -> str:
@@ -136,16 +179,15 @@ def truncate_middle(text: str, budget: int) -> tuple[str, Truncation]:
     """Cut ``text`` to at most ``budget`` tokens, keeping its head and tail in equal shares,
     with a visible ``…N tokens truncated…`` marker; never splits a UTF-8 character.
 
-    A token is at least one byte, so a text of at most ``budget`` bytes is checked with one
-    count. A longer text is encoded piece by piece from its two ends only until each share
-    is full; what is kept is counted (never below the real count), while ``N`` is counted
-    for a text near the budget and estimated from the characters removed, at the kept
-    part's characters-per-token rate, for a text far over it.
+    A token is at least one byte, so a text of at most ``budget`` bytes is kept whole without
+    encoding it (it is counted if a count is asked for). A longer text is encoded piece by
+    piece from its two ends only until each share is full; what is kept is counted (never
+    below the real count), while ``N`` is counted for a text near the budget and estimated
+    from the characters removed, at the kept part's characters-per-token rate, for a text
+    far over it.
     """
-    size = len(text.encode("utf-8"))
-    if size <= budget:
-        total = count_tokens(text)
-        return text, Truncation(total, total, budget)
+    if len(text.encode("utf-8")) <= budget:
+        return text, Truncation.kept_whole(text, budget)
     marker_cost = count_tokens(marker(10**12)) + 2  # the marker, and a token at each join
     keep = max(budget - marker_cost, 0)
     head, head_used, head_chars = _take(_pieces(text), keep // 2, from_end=False)
@@ -154,7 +196,7 @@ def truncate_middle(text: str, budget: int) -> tuple[str, Truncation]:
     if middle <= 0:  # both ends met: the whole text is about `keep` tokens; count it
         total = count_tokens(text)
         if total <= budget:
-            return text, Truncation(total, total, budget)
+            return text, Truncation(budget, before=total, after=total)
         # just over the budget: cut the token ids of the whole (short) text exactly
         ids, enc = encode(text), encoding()
         head_n = keep // 2
@@ -162,11 +204,11 @@ def truncate_middle(text: str, budget: int) -> tuple[str, Truncation]:
         head = enc.decode_bytes(ids[:head_n]).decode("utf-8", errors="ignore")
         tail = enc.decode_bytes(ids[len(ids) - tail_n :]).decode("utf-8", errors="ignore")
         out = head + marker(len(ids) - head_n - tail_n) + tail
-        return out, Truncation(total, count_tokens(out), budget)
+        return out, Truncation(budget, before=total, after=count_tokens(out))
     else:
         rate = (head_used + tail_used) / max(head_chars + tail_chars, 1)
         removed = round(middle * rate)
     removed = max(removed, 1)
     out = head + marker(removed) + tail
     after = head_used + tail_used + marker_cost  # an upper bound, without encoding again
-    return out, Truncation(after + removed, after, budget)
+    return out, Truncation(budget, before=after + removed, after=after)

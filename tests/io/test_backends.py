@@ -155,3 +155,35 @@ def test_a_reply_that_is_no_response_at_all_fails_as_invalid_json(
     outcome = extract_one(backend)
     assert (outcome.outcome, outcome.reason) == ("failed", "invalid_json")
     assert outcome.detail == "response body <root>: json_invalid"
+
+
+def test_a_request_larger_than_the_window_fails_without_being_sent(
+    fake_openai: FakeOpenAI, tmp_path: Path
+) -> None:
+    # the system prompt alone is well over 500 tokens
+    outcome = extract_one(backend_for(fake_openai, tmp_path, context_window=500))
+    assert (outcome.outcome, outcome.reason) == ("failed", "context_overflow")
+    assert outcome.detail is not None and outcome.detail.endswith("tokens needed, window 500")
+    assert fake_openai.requests == []
+
+
+def test_a_window_that_holds_the_request_by_its_size_needs_no_count(
+    fake_openai: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memkiln.transforms import tokens
+
+    def no_encoder() -> None:
+        raise AssertionError("the encoder was loaded for a request that fits by its size")
+
+    made = request()
+    monkeypatch.setattr(tokens, "encoding", no_encoder)
+    assert made.prompt.tokens_needed(4_000, 1_000_000) is None
+    backend = backend_for(fake_openai, tmp_path, context_window=1_000_000)
+
+    async def run() -> Outcome:
+        try:
+            return await backend.extract(made)
+        finally:
+            await backend.aclose()
+
+    assert asyncio.run(run()).outcome == "succeeded"

@@ -51,6 +51,26 @@ def test_text_under_budget_is_returned_unchanged() -> None:
     assert out == "short" and not t.truncated
 
 
+def test_a_text_that_fits_by_its_size_is_counted_only_when_asked(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    text = sample_text(2_000, seed=5)
+    exact = count_tokens(text)
+    calls: list[str] = []
+    counting = tokens.count_tokens
+
+    def spy(value: str) -> int:
+        calls.append(value)
+        return counting(value)
+
+    monkeypatch.setattr(tokens, "count_tokens", spy)
+    out, t = truncate_middle(text, len(text.encode()))
+    assert out == text and not t.truncated and calls == []
+    assert (t.tokens_before, t.tokens_after, t.removed) == (exact, exact, 0)
+    assert calls == [text]  # counted once, then remembered
+    assert t.tokens_after == exact and calls == [text]
+
+
 def test_a_text_far_over_budget_is_cut_from_its_ends_with_an_estimated_count() -> None:
     text = "HEAD\n" + sample_text(60_000, seed=3) + "\nTAIL"
     exact = count_tokens(text)
