@@ -8,6 +8,7 @@ overflow the model's window.
 
 from __future__ import annotations
 
+import threading
 from functools import cache, cached_property
 from typing import TYPE_CHECKING
 
@@ -25,13 +26,22 @@ PIECE_CHARS = 64_000
 ENCODING = "o200k_base"
 
 
+_loading = threading.Lock()
+
+
 @cache
-def encoding() -> Encoding:
-    """The encoder, loaded on first use: importing ``bpe_openai`` reads the ranks of every
-    encoding it ships (about a second), which a run whose sessions all fit never needs."""
+def _load() -> Encoding:
     from bpe_openai import get_encoding
 
     return get_encoding(ENCODING)
+
+
+def encoding() -> Encoding:
+    """The encoder, loaded on first use (once, whichever thread asks first): importing
+    ``bpe_openai`` reads the ranks of every encoding it ships, about a second, which a run
+    whose sessions all fit never needs."""
+    with _loading:
+        return _load()
 
 
 def stage_one_budget(context_window: int | None) -> int:

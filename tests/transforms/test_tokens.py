@@ -85,3 +85,32 @@ def test_a_long_text_of_long_tokens_that_fits_is_not_cut() -> None:
     text = ("internationalization " * 9_000).strip()  # ~190 kB, ~18k tokens
     out, t = truncate_middle(text, 20_000)
     assert out == text and not t.truncated
+
+
+def test_threads_asking_for_the_encoder_at_once_load_it_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import threading
+    import time
+
+    import bpe_openai
+
+    loads: list[str] = []
+
+    def slow_load(name: str) -> object:
+        loads.append(name)
+        time.sleep(0.05)
+        return object()
+
+    monkeypatch.setattr(bpe_openai, "get_encoding", slow_load)
+    tokens._load.cache_clear()
+    try:
+        got: list[object] = []
+        threads = [threading.Thread(target=lambda: got.append(encoding())) for _ in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert loads == ["o200k_base"] and len(got) == 4 and len({id(g) for g in got}) == 1
+    finally:
+        tokens._load.cache_clear()  # the next test loads the real encoder
