@@ -75,7 +75,7 @@ def plan_archive(con, archive: Path) -> pl.DataFrame:  # type: ignore[no-untyped
         schema=FOUND_SCHEMA,
         orient="row",
     )
-    known = fetch_pl(con, "select file_id, path, size, mtime_ns from files")
+    known = fetch_pl(con, "select file_id, path, size, mtime_ns, status from files")
     return plan_files(found, known)
 
 

@@ -27,6 +27,9 @@ from memkiln.transforms.normalize import (
 )
 from memkiln.transforms.redact import RuleSet, redact_text, rule_hit_counts
 
+#: File outcomes that count as failed in a run's summary.
+FAILED_STATUSES = ("unreadable", "corrupt", "binary", "unrecognized")
+
 QUARANTINE_SCHEMA = {
     "file_id": pl.Int64,
     "line_no": pl.Int32,
@@ -91,7 +94,9 @@ def prepare_batch(
     chunks: list[tuple[int, bytes]] = []
     for fid, fb in reads:
         status = "ok"
-        if fb.error and not fb.data:
+        if fb.error == "unreadable_file":
+            status = "unreadable"
+        elif fb.error and not fb.data:
             status = "corrupt"
         elif not fb.data:
             status = "empty"
@@ -268,8 +273,21 @@ def write_batch(
             how="vertical_relaxed",
         )
     quarantine = quarantine.join(files.select("file_id", "path"), on="file_id", how="left")
+    statuses = dict(files.group_by("status").len().iter_rows())
+    failed = files.filter(pl.col("status").is_in(FAILED_STATUSES)).height
 
-    # 8. write, in one transaction
+    # 8. a file stored before that cannot be opened now keeps what was stored and its
+    # fingerprint (so the next run reads it again); only the failure is recorded
+    unreadable = files.filter(pl.col("status") == "unreadable")["file_id"].to_list()
+    if unreadable:
+        stored = fetch_pl(
+            con,
+            "select file_id from files where file_id = any($fids::bigint[])",
+            {"fids": unreadable},
+        )["file_id"]
+        files = files.filter(~pl.col("file_id").is_in(stored.implode()))
+
+    # 9. write, in one transaction
     _write(
         con,
         files=files,
@@ -282,10 +300,8 @@ def write_batch(
     result.rollouts = rollouts.height
     result.items = items.height
     result.quarantined = quarantine.height
-    result.statuses = dict(files.group_by("status").len().iter_rows())
-    result.failed_files = files.filter(
-        pl.col("status").is_in(["corrupt", "binary", "unrecognized"])
-    ).height
+    result.statuses = statuses
+    result.failed_files = failed
     return result
 
 

@@ -5,26 +5,42 @@ from __future__ import annotations
 import polars as pl
 
 FOUND_SCHEMA = {"path": pl.String, "size": pl.Int64, "mtime_ns": pl.Int64}
-KNOWN_SCHEMA = {"file_id": pl.Int64, "path": pl.String, "size": pl.Int64, "mtime_ns": pl.Int64}
+KNOWN_SCHEMA = {
+    "file_id": pl.Int64,
+    "path": pl.String,
+    "size": pl.Int64,
+    "mtime_ns": pl.Int64,
+    "status": pl.String,
+}
+#: A file that could not be opened last time is read again even if its fingerprint is the same
+#: (a permission fixed, a network mount back): nothing of it was stored.
+RETRIED_STATUSES = ("unreadable",)
 
 
 def plan_files(found: pl.DataFrame, known: pl.DataFrame) -> pl.DataFrame:
     """Classify every discovered file as ``new``, ``changed`` or ``unchanged``.
 
-    A file is unchanged when its path, size and mtime equal the last ingest's; anything
-    else about a known path is a change (a resumed session grows; a rewritten one may not).
+    A file is unchanged when its path, size and mtime equal the last ingest's and it could be
+    read then; anything else about a known path is a change (a resumed session grows; a
+    rewritten one may not).
     Returns ``path, size, mtime_ns, file_id, action``; ``file_id`` is kept for known files
     and freshly numbered (after the highest known id) for new ones.
     """
     joined = found.join(
-        known.rename({"size": "old_size", "mtime_ns": "old_mtime_ns"}), on="path", how="left"
+        known.rename({"size": "old_size", "mtime_ns": "old_mtime_ns"}).select(
+            "file_id", "path", "old_size", "old_mtime_ns", "status"
+        ),
+        on="path",
+        how="left",
     )
     next_id = (known["file_id"].max() or 0) + 1 if known.height else 1
     action = (
         pl.when(pl.col("file_id").is_null())
         .then(pl.lit("new"))
         .when(
-            (pl.col("size") == pl.col("old_size")) & (pl.col("mtime_ns") == pl.col("old_mtime_ns"))
+            (pl.col("size") == pl.col("old_size"))
+            & (pl.col("mtime_ns") == pl.col("old_mtime_ns"))
+            & ~pl.col("status").is_in(RETRIED_STATUSES).fill_null(False)
         )
         .then(pl.lit("unchanged"))
         .otherwise(pl.lit("changed"))

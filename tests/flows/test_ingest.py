@@ -321,3 +321,59 @@ def test_a_file_moved_to_archived_sessions_is_not_a_second_rollout(
         )
         assert dup.fetchall() == [("duplicate_rollout",)]
     assert n == first.rollouts
+
+
+def test_a_file_that_cannot_be_opened_keeps_what_was_stored_and_is_read_again(
+    sample_archive: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memkiln.io import archive, loader
+
+    db = tmp_path / "m.duckdb"
+    run_ingest(sample_archive, db)
+    before = counts(db)
+    files = sorted((sample_archive / "sessions").rglob("*.jsonl"))
+    grown, new = files[-1], files[-1].with_name("rollout-2026-11-02T10-00-00-new.jsonl")
+    shutil.copy(files[0], new)  # a session file nobody stored yet
+    extra = {
+        "timestamp": "2026-11-01T10:00:00.000Z",
+        "type": "response_item",
+        "payload": {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "one more turn after the resume"}],
+        },
+    }
+    with grown.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(extra) + "\n")
+    locked = {str(grown), str(new)}
+
+    def read_or_refuse(stat: archive.FileStat) -> archive.FileBytes:
+        if stat.path in locked:
+            return archive.FileBytes(stat, b"", "unreadable_file", "PermissionError: denied")
+        return archive.read_file(stat)
+
+    monkeypatch.setattr(loader, "read_file", read_or_refuse)
+    refused = run_ingest(sample_archive, db)
+
+    assert refused.files_failed == 2 and refused.statuses.get("unreadable") == 2
+    assert counts(db)["items"] == before["items"]  # the grown file's earlier items are kept
+    with duckdb.connect(str(db), read_only=True) as con:
+        reasons = con.execute(
+            "select reason, count(*) from quarantine where path = any($p) group by 1",
+            parameters={"p": sorted(locked)},
+        ).fetchall()
+    assert reasons == [("unreadable_file", 2)]
+
+    monkeypatch.undo()  # readable again, fingerprints unchanged since the failed run
+    again = run_ingest(sample_archive, db)
+
+    assert again.files_failed == 0 and again.files_changed + again.files_new == 2
+    with duckdb.connect(str(db), read_only=True) as con:
+        turn = con.execute(
+            "select count(*) from items where text like '%one more turn after the resume%'"
+        ).fetchone()[0]
+        statuses = con.execute(
+            "select status from files where path = any($p)", parameters={"p": sorted(locked)}
+        ).fetchall()
+    assert turn == 1
+    assert sorted(s for (s,) in statuses) == ["duplicate", "ok"]  # the copy holds a stored session

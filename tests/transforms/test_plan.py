@@ -13,7 +13,9 @@ def test_plan_marks_new_changed_and_unchanged_and_numbers_new_files_after_known_
         schema=FOUND_SCHEMA,
         orient="row",
     )
-    known = pl.DataFrame([(4, "/a", 10, 1), (7, "/b", 20, 99)], schema=KNOWN_SCHEMA, orient="row")
+    known = pl.DataFrame(
+        [(4, "/a", 10, 1, "ok"), (7, "/b", 20, 99, "ok")], schema=KNOWN_SCHEMA, orient="row"
+    )
     out = plan_files(found, known)
     assert out.select("path", "file_id", "action").rows() == [
         ("/a", 4, "unchanged"),
@@ -21,6 +23,18 @@ def test_plan_marks_new_changed_and_unchanged_and_numbers_new_files_after_known_
         ("/c", 8, "new"),
         ("/d", 9, "new"),
     ]
+
+
+def test_a_file_that_could_not_be_opened_is_read_again_though_unchanged() -> None:
+    found = pl.DataFrame([("/a", 10, 1), ("/b", 20, 2)], schema=FOUND_SCHEMA, orient="row")
+    known = pl.DataFrame(
+        [(1, "/a", 10, 1, "unreadable"), (2, "/b", 20, 2, "corrupt")],
+        schema=KNOWN_SCHEMA,
+        orient="row",
+    )
+    out = plan_files(found, known)
+    # a corrupt file reads the same until it changes; an unreadable one may open now
+    assert out.select("path", "action").rows() == [("/a", "changed"), ("/b", "unchanged")]
 
 
 def test_plan_on_an_empty_store_numbers_from_one() -> None:
