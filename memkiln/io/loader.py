@@ -18,7 +18,14 @@ import polars as pl
 from memkiln.constants import QUARANTINE_EXCERPT_CHARS
 from memkiln.io.archive import FileBytes, FileStat, content_hash, read_file
 from memkiln.io.store import fetch_pl, now, sql, transaction
-from memkiln.transforms.lines import classify_lines, clean_lines, excerpt_expr, split_lines
+from memkiln.transforms.lines import (
+    SURROGATE_ESCAPE,
+    classify_lines,
+    clean_lines,
+    excerpt_expr,
+    mend_lone_surrogates,
+    split_lines,
+)
 from memkiln.transforms.normalize import (
     build_items,
     build_rollouts,
@@ -346,6 +353,7 @@ def normalize_chunks(
         )
     finally:
         con.unregister("batch_all")
+    cleaned, validity = _mend_surrogates(con, cleaned, validity)
     classified = classify_lines(
         cleaned.lazy().join(validity.lazy(), on=["fid", "line_no"], how="left")
     ).collect()
@@ -407,6 +415,38 @@ def parse_lines(
     finally:
         con.unregister("batch_content")
     return fields, blocks, formats
+
+
+def _mend_surrogates(
+    con: duckdb.DuckDBPyConnection, cleaned: pl.DataFrame, validity: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Lines DuckDB rejects only for a lone surrogate escape (``"\\ud83d"``, a string cut
+    through an emoji by a JavaScript writer) are mended and checked again. Rare: a Python
+    loop over those lines only."""
+    suspects = (
+        cleaned.join(validity.filter(~pl.col("valid")), on=["fid", "line_no"], how="semi")
+        .filter(pl.col("line").str.contains(SURROGATE_ESCAPE))
+        .select("fid", "line_no", "line")
+    )
+    if not suspects.height:
+        return cleaned, validity
+    mended = suspects.with_columns(
+        pl.Series("line", [mend_lone_surrogates(t) for t in suspects["line"]], dtype=pl.String)
+    )
+    con.register("batch_mended", mended.to_arrow())
+    try:
+        ok = fetch_pl(
+            con,
+            "select fid, line_no, line from batch_mended where coalesce(json_valid(line), false)",
+        )
+    finally:
+        con.unregister("batch_mended")
+    if not ok.height:
+        return cleaned, validity
+    keys = ["fid", "line_no"]
+    cleaned = cleaned.update(ok, on=keys)
+    validity = validity.update(ok.select(*keys, valid=pl.lit(True)), on=keys)
+    return cleaned, validity
 
 
 def _looks_binary(data: bytes) -> bool:

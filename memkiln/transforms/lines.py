@@ -8,6 +8,7 @@ lines are items and which go to quarantine, with a fixed reason.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import polars as pl
@@ -33,19 +34,25 @@ LINE_SCHEMA = {
 }
 
 
+UTF8_BOM = b"\xef\xbb\xbf"
+
+
 def split_lines(chunks: Sequence[tuple[int, bytes]]) -> pl.DataFrame:
     """One row per line of every ``(fid, data)`` chunk.
 
     ``line`` is null where the bytes are not valid UTF-8; ``lossy`` then holds them decoded
     with replacement characters (for the quarantine excerpt). ``unterminated`` marks the last line
     of a file that does not end with a newline (a line still being written, or cut off).
-    Blank lines are kept here (they count for line numbers) and dropped by ``classify_lines``.
+    A UTF-8 byte order mark at the start of a file is dropped. Blank lines are kept here (they
+    count for line numbers) and dropped by ``classify_lines``.
     """
     fids: list[int] = []
     counts: list[int] = []
     unterminated_fids: list[int] = []
     pieces: list[bytes] = []
     for fid, data in chunks:
+        if data.startswith(UTF8_BOM):  # written by some Windows editors and tools
+            data = data[len(UTF8_BOM) :]
         if not data:
             continue
         n = data.count(b"\n")
@@ -152,6 +159,38 @@ def classify_lines(lf: pl.LazyFrame) -> pl.LazyFrame:
         .then(pl.lit("truncated_line"))
         .otherwise(pl.lit("invalid_json"))
     )
+
+
+#: A JSON escape: a backslash and the character after it (``u`` with its four hex digits).
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)", re.S)
+_LOW = re.compile(r"\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+#: Lines that may hold a surrogate escape (a cheap vectorized pre-filter).
+SURROGATE_ESCAPE = r"\\u[dD][89a-fA-F]"
+
+
+def mend_lone_surrogates(line: str) -> str:
+    """Replace each ``\\uD800``-``\\uDFFF`` escape that is not half of a pair by ``\\ufffd``.
+
+    JavaScript writes such escapes when a string is cut through an emoji (``JSON.stringify``
+    of a truncated tool output), and Python reads them, but DuckDB's JSON parser rejects the
+    whole line. Escapes are read left to right, so ``\\\\ud83d`` (an escaped backslash,
+    then text) is left alone.
+    """
+    paired_low_at = -1  # where the low half of the last kept pair starts
+
+    def mend(m: re.Match[str]) -> str:
+        nonlocal paired_low_at
+        body = m.group(1)
+        if len(body) == 1 or body[1] not in "dD" or body[2] not in "89abcdefABCDEF":
+            return m.group(0)
+        if body[2] in "89abAB":  # high half: kept when a low half follows at once
+            if _LOW.match(line, m.end()):
+                paired_low_at = m.end()
+                return m.group(0)
+            return "\\ufffd"
+        return m.group(0) if m.start() == paired_low_at else "\\ufffd"
+
+    return _ESCAPE.sub(mend, line)
 
 
 def excerpt_expr() -> pl.Expr:

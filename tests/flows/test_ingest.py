@@ -377,3 +377,31 @@ def test_a_file_that_cannot_be_opened_keeps_what_was_stored_and_is_read_again(
         ).fetchall()
     assert turn == 1
     assert sorted(s for (s,) in statuses) == ["duplicate", "ok"]  # the copy holds a stored session
+
+
+def test_a_line_with_a_string_cut_through_an_emoji_is_kept(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    target = sorted((sample_archive / "sessions").rglob("*.jsonl"))[-1]
+    cut = "build ok 🎉 done".encode("utf-16-le")[:20].decode("utf-16-le", "surrogatepass")
+    line = {
+        "timestamp": "2026-11-01T10:00:00.000Z",
+        "type": "response_item",
+        "payload": {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": cut}],
+        },
+    }
+    with target.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(line) + "\n")  # json writes the lone half as \ud83c
+    assert '\\ud83c"' in target.read_text(encoding="utf-8")
+
+    run_ingest(sample_archive, tmp_path / "m.duckdb")
+
+    with duckdb.connect(str(tmp_path / "m.duckdb"), read_only=True) as con:
+        texts = con.execute("select text from items where text like 'build ok %'").fetchall()
+        bad = con.execute(
+            "select count(*) from quarantine where path = $p", parameters={"p": str(target)}
+        ).fetchone()[0]
+    assert texts == [("build ok \ufffd",)] and bad == 0

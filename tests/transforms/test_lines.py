@@ -5,7 +5,13 @@ from __future__ import annotations
 import polars as pl
 from polars.testing import assert_frame_equal
 
-from memkiln.transforms.lines import BLOB_NOTE, classify_lines, clean_lines, split_lines
+from memkiln.transforms.lines import (
+    BLOB_NOTE,
+    classify_lines,
+    clean_lines,
+    mend_lone_surrogates,
+    split_lines,
+)
 from memkiln.transforms.redact import load_rules
 
 
@@ -77,3 +83,26 @@ def test_clean_lines_keeps_ordinary_long_text() -> None:
     out = clean_lines(frame.lazy(), rules=load_rules()).collect()
     assert out["line"][0] == '{"t":"' + text + '"}'
     assert out["omitted_bytes"][0] == 0
+
+
+def test_a_byte_order_mark_at_the_start_of_a_file_is_dropped() -> None:
+    bom = b"\xef\xbb\xbf"
+    lines = split_lines([(1, bom + b'{"a": 1}\n{"b": 2}\n'), (2, b'{"c": "\xef\xbb\xbf"}\n')])
+    assert lines["line"].to_list() == ['{"a": 1}', '{"b": 2}', '{"c": "\ufeff"}']
+    assert lines["line_no"].to_list() == [1, 2, 1]
+
+
+def test_lone_surrogate_escapes_are_mended_and_pairs_and_escaped_backslashes_kept() -> None:
+    b = "\\"
+    cases = {
+        '{"t":"build ok ' + b + 'ud83d"}': '{"t":"build ok ' + b + 'ufffd"}',
+        '{"t":"' + b + "ud83d" + b + 'ude00"}': '{"t":"' + b + "ud83d" + b + 'ude00"}',
+        '{"t":"' + b + b + 'ud83d"}': '{"t":"' + b + b + 'ud83d"}',
+        '{"t":"' + b + "ude00" + b + 'ud83d"}': '{"t":"' + b + "ufffd" + b + 'ufffd"}',
+        '{"t":"' + b + "ud83d" + b + "ud83d" + b + 'ude00"}': (
+            '{"t":"' + b + "ufffd" + b + "ud83d" + b + 'ude00"}'
+        ),
+        '{"t":"' + b + 'u00e9"}': '{"t":"' + b + 'u00e9"}',
+    }
+    for line, expected in cases.items():
+        assert mend_lone_surrogates(line) == expected
