@@ -20,6 +20,7 @@ from memkiln.io.archive import FileBytes, FileStat, content_hash, read_file
 from memkiln.io.store import fetch_pl, now, sql, transaction
 from memkiln.transforms.lines import (
     SURROGATE_ESCAPE,
+    UTF8_BOM,
     classify_lines,
     clean_lines,
     excerpt_expr,
@@ -450,7 +451,13 @@ def _mend_surrogates(
 
 
 def _looks_binary(data: bytes) -> bool:
-    return b"\x00" in data[:65536]
+    """NUL bytes near the start of a file that does not start like JSON lines. A session
+    file whose tail was zero-filled by a crash starts with ``{``: its good lines are kept and
+    the damaged one is quarantined."""
+    head = data[:65536]
+    if b"\x00" not in head:
+        return False
+    return not head.removeprefix(UTF8_BOM).lstrip().startswith(b"{")
 
 
 def _file_quarantine(

@@ -405,3 +405,26 @@ def test_a_line_with_a_string_cut_through_an_emoji_is_kept(
             "select count(*) from quarantine where path = $p", parameters={"p": str(target)}
         ).fetchone()[0]
     assert texts == [("build ok \ufffd",)] and bad == 0
+
+
+def test_a_session_with_a_zero_filled_tail_keeps_its_good_lines(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    target = min(
+        (sample_archive / "sessions").rglob("*.jsonl"), key=lambda p: p.stat().st_size
+    )  # a small file: the zeros fall within its first 64 KiB
+    good_lines = target.read_bytes().count(b"\n")
+    with target.open("ab") as fh:
+        fh.write(b"\x00" * 4096)  # what a crash can leave after the last write
+
+    run_ingest(sample_archive, tmp_path / "m.duckdb")
+
+    with duckdb.connect(str(tmp_path / "m.duckdb"), read_only=True) as con:
+        status, rollout = con.execute(
+            "select status, rollout_id from files where path = $p", parameters={"p": str(target)}
+        ).fetchone()
+        reasons = con.execute(
+            "select reason from quarantine where path = $p", parameters={"p": str(target)}
+        ).fetchall()
+    assert good_lines > 1 and target.stat().st_size < 65536
+    assert (status, reasons) == ("partial", [("truncated_line",)]) and rollout is not None
