@@ -8,6 +8,7 @@ one transaction, so a killed run leaves every file either fully ingested or unto
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -199,13 +200,21 @@ def write_batch(
         norm.per_file,
     )
 
-    # 6. a session already held by another file (or twice in this batch) is a duplicate
+    # 6. a session already held by another file (or twice in this batch) is a duplicate,
+    # unless that file is gone (an archive moved or reached by another path): then this file
+    # takes the session over, with whatever it holds now
     fids = files["file_id"].to_list()
     held = fetch_pl(
         con,
-        "select rollout_id, file_id as holder from rollouts where file_id <> all($fids::bigint[])",
-        {"fids": fids},
+        "select rollout_id, file_id as holder, path as holder_path from rollouts "
+        "where file_id <> all($fids::bigint[]) and rollout_id = any($ids)",
+        {"fids": fids, "ids": rollouts["rollout_id"].to_list()},
     )
+    gone = held.filter(
+        pl.Series([not os.path.exists(p) for p in held["holder_path"]], dtype=pl.Boolean)
+    )
+    released = gone["holder"].unique().to_list()
+    held = held.join(gone.select("holder"), on="holder", how="anti").drop("holder_path")
     rollouts = rollouts.join(held, on="rollout_id", how="left").with_columns(
         duplicate=pl.col("holder").is_not_null()
         | pl.col("rollout_id").is_duplicated()
@@ -298,6 +307,7 @@ def write_batch(
     # 9. write, in one transaction
     _write(
         con,
+        released=released,
         files=files,
         rollouts=rollouts,
         items=items,
@@ -476,6 +486,7 @@ def _file_quarantine(
 def _write(
     con: duckdb.DuckDBPyConnection,
     *,
+    released: list[int],
     files: pl.DataFrame,
     rollouts: pl.DataFrame,
     items: pl.DataFrame,
@@ -492,6 +503,14 @@ def _write(
         "b_quarantine": quarantine,
     }
     with transaction(con, **frames):
+        if released:  # files that are gone, whose sessions this batch takes over
+            con.execute(
+                "delete from items where file_id = any($fids::bigint[])", {"fids": released}
+            )
+            con.execute(
+                "delete from rollouts where file_id = any($fids::bigint[])", {"fids": released}
+            )
+            con.execute(sql("release_files"), {"fids": released, "run_id": run_id, "at": at})
         con.execute(
             "delete from items where file_id = any($fids::bigint[])", {"fids": params["fids"]}
         )

@@ -428,3 +428,45 @@ def test_a_session_with_a_zero_filled_tail_keeps_its_good_lines(
         ).fetchall()
     assert good_lines > 1 and target.stat().st_size < 65536
     assert (status, reasons) == ("partial", [("truncated_line",)]) and rollout is not None
+
+
+def test_an_archive_moved_elsewhere_hands_its_sessions_to_the_new_paths(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "m.duckdb"
+    first = run_ingest(sample_archive, db)
+    moved = tmp_path / "moved-archive"
+    sample_archive.rename(moved)
+    grown = sorted((moved / "sessions").rglob("*.jsonl"))[-1]
+    extra = {
+        "timestamp": "2026-11-01T10:00:00.000Z",
+        "type": "response_item",
+        "payload": {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": "a new turn after the move"}],
+        },
+    }
+    with grown.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(extra) + "\n")
+
+    second = run_ingest(moved, db)
+
+    assert second.rollouts == first.rollouts and second.statuses.get("duplicate", 0) == 0
+    with duckdb.connect(str(db), read_only=True) as con:
+        paths = [p for (p,) in con.execute("select path from rollouts").fetchall()]
+        turn = con.execute(
+            "select count(*) from items where text = 'a new turn after the move'"
+        ).fetchone()[0]
+        old = dict(
+            con.execute(
+                "select status, count(*) from files where path like $p group by 1",
+                parameters={"p": str(sample_archive) + "/%"},
+            ).fetchall()
+        )
+        orphans = con.execute(
+            "select count(*) from items where rollout_id not in (select rollout_id from rollouts)"
+        ).fetchone()[0]
+    assert len(paths) == first.rollouts and all(p.startswith(str(moved)) for p in paths)
+    assert turn == 1 and orphans == 0
+    assert old.get("moved") == first.rollouts

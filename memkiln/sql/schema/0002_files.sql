@@ -7,7 +7,7 @@ create table if not exists files (
     size            bigint not null,
     mtime_ns        bigint not null,
     content_hash    varchar,            -- sha256 (hex) of the decompressed bytes
-    status          varchar not null,   -- ok | partial | empty | unreadable | binary | corrupt | unrecognized | duplicate
+    status          varchar not null,   -- ok | partial | empty | unreadable | binary | corrupt | unrecognized | duplicate | moved
     rollout_id      varchar,
     lines           bigint not null default 0,
     quarantined     bigint not null default 0,
