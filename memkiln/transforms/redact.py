@@ -14,9 +14,12 @@ passes, and each pass is a single combined alternation applied with ``str.replac
    ``Authorization: Bearer ...``, ``scheme://user:...@host``). Group 1, the key with its quotes,
    is kept, an optional group 2 after the value (the ``@`` before a host, the character that
    ends a generic value) is kept too, and the value becomes ``[REDACTED_SECRET]``. Generic keys
-   only fire on credential-looking values (8+ characters with a digit or a symbol, not a
-   function call), so ``max_tokens: 4096``, ``token = get_token()``,
-   ``secret = hashlib.sha256(seed)`` or ``password: <redacted>`` stay as they are.
+   fire on credential-looking values (8+ characters with a digit or a symbol) and on
+   letters-only values that end there (8+ letters after a whole-word key, as Codex's own rule
+   does; 10+ after a prefixed one such as ``DB_PASSWORD``), never on a call, an attribute, a
+   type or a variable, so ``max_tokens: 4096``, ``token = get_token()``,
+   ``token = self.token_value``, ``secret = hashlib.sha256(seed)``, ``password=${DB_PASS}`` or
+   ``password: <redacted>`` stay as they are.
 
 Groups are numbered across the whole alternation, so a pass's replacement is the concatenation of
 every rule's kept-prefix group, the marker, then every kept-suffix group: only the branch that

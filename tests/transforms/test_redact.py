@@ -53,6 +53,7 @@ _ALPHABETS: dict[str, str] = {
     "b64": string.ascii_letters + string.digits + "+/",
     "urlsafe": string.ascii_letters + string.digits + "_-",
     "pw": string.ascii_letters + string.digits + "!#%^_~-",
+    "bech32": "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L",
 }
 _PLACEHOLDER = re.compile(r"\{(\w+)(?::([^}]*))?\}")
 
@@ -442,6 +443,223 @@ def test_bare_tokens_next_to_json_escapes_keep_the_line_valid(
         if must_redact and _survivors(fx, [line, text]):
             problems.append(f"{fx.name}: survived")
     assert not problems
+
+
+# -- letters-only values and newer token families --------------------------------------------
+
+# Shapes in the form of tests/fixtures/secrets/secret_formats.toml entries, rendered the same way.
+# The letters-only values are the ones Codex's generic rule redacts: they are not secrets of
+# any service, so they are written out.
+NEWER_FORMATS: list[dict[str, str]] = [
+    {"name": "words-password-assignment", "format": "Letters-only value", "rule": "generic-credential-words",
+     "secret": "correcthorsebatterystaple", "text": 'password = "{secret}"', "key": "password"},
+    {"name": "words-password-yaml", "format": "Letters-only value", "rule": "generic-credential-words",
+     "secret": "hunterhunterhunter", "text": "database:\n  user: app\n  password: {secret}\n", "key": "password"},
+    {"name": "words-token-yaml", "format": "Letters-only value", "rule": "generic-credential-words",
+     "secret": "abcdefghijklmnopqrstuv", "text": "token: {secret}", "key": "token"},
+    {"name": "words-secret-assignment", "format": "Letters-only value", "rule": "generic-credential-words",
+     "secret": "TheQuickBrownFoxJumps", "text": 'secret = "{secret}"', "key": "secret"},
+    {"name": "words-password-json", "format": "Letters-only value", "rule": "generic-credential-words",
+     "secret": "correcthorsebatterystaple", "text": '{{"password": "{secret}"}}', "key": "password"},
+    {"name": "words-env-password", "format": "Letters-only value", "rule": "prefixed-credential-words",
+     "secret": "correcthorsebatterystaple", "text": "DB_HOST=localhost\nDB_PASSWORD={secret}\nDB_PORT=5432", "key": "DB_PASSWORD"},
+    {"name": "age-identity", "format": "age", "rule": "age-secret-key",
+     "secret": "AGE-SECRET-KEY-1{bech32:58}", "text": "# created: 2026-01-02T03:04:05Z\n{secret}"},
+    {"name": "vault-login-table", "format": "HashiCorp Vault", "rule": "vault-token",
+     "secret": "hvs.{urlsafe:91}",
+     "text": "Key                  Value\n---                  -----\ntoken                {secret}\ntoken_duration       768h\ntoken_renewable      true"},
+    {"name": "vault-batch", "format": "HashiCorp Vault", "rule": "vault-token",
+     "secret": "hvb.{urlsafe:138}", "text": "export VAULT_TOKEN={secret}"},
+    {"name": "grafana-cloud", "format": "Grafana", "rule": "grafana-token",
+     "secret": "glc_{b64:80}=", "text": '  "token": "{secret}"'},
+    {"name": "grafana-service-account", "format": "Grafana", "rule": "grafana-token",
+     "secret": "glsa_{alnum:32}_{hex:8}", "text": "curl -H 'Authorization: Bearer {secret}' https://grafana.example.com/api/search"},
+    {"name": "onepassword-service-account", "format": "1Password", "rule": "onepassword-service-account-token",
+     "secret": "ops_eyJ{b64:600}", "text": "export OP_SERVICE_ACCOUNT_TOKEN={secret}"},
+    {"name": "okta-ssws", "format": "Okta", "rule": "authorization-header",
+     "secret": "00{urlsafe:40}", "text": 'curl -H "Authorization: SSWS {secret}" https://acme.okta.com/api/v1/users/me',
+     "key": "Authorization", "value": "SSWS {secret}"},
+    {"name": "tailscale-env", "format": "Tailscale", "rule": "tailscale-key",
+     "secret": "tskey-auth-{alnum:12}-{alnum:32}", "text": "TS_AUTHKEY={secret}"},
+    {"name": "tailscale-api", "format": "Tailscale", "rule": "tailscale-key",
+     "secret": "tskey-api-{alnum:12}-{alnum:32}", "text": "curl -u {secret}: https://api.tailscale.com/api/v2/tailnet/-/devices"},
+    {"name": "dockerhub-login", "format": "Docker Hub", "rule": "dockerhub-token",
+     "secret": "dckr_pat_{urlsafe:27}", "text": "docker login -u ci -p {secret}"},
+    {"name": "vercel", "format": "Vercel", "rule": "vercel-token",
+     "secret": "vcp_{alnum:40}", "text": "vercel deploy --prod --token {secret}"},
+    {"name": "cloudflare-user", "format": "Cloudflare", "rule": "cloudflare-api-token",
+     "secret": "cfut_{alnum:40}{hex:8}", "text": "CLOUDFLARE_API_TOKEN={secret}"},
+    {"name": "cloudflare-global", "format": "Cloudflare", "rule": "cloudflare-api-token",
+     "secret": "cfk_{alnum:40}{hex:8}", "text": "curl -H 'X-Auth-Key: {secret}' https://api.cloudflare.com/client/v4/zones"},
+    {"name": "mysql-glued", "format": "MySQL -p", "rule": "mysql-password-flag",
+     "secret": "S3cret{alnum:10}", "text": "mysql -h db -u root -p{secret} app_db", "key": "command",
+     "value": "mysqldump --single-transaction -uroot -p{secret} app > dump.sql"},
+    {"name": "mysql-separate", "format": "MySQL -p", "rule": "mysql-password-argument",
+     "secret": "{letters:8}{digits:4}{letters:4}", "text": "docker exec -it db mariadb -u root -p {secret} -e 'show databases'",
+     "key": "command", "value": "mysql -u root -p {secret} app"},
+]  # fmt: skip
+NEWER_SECRETS = [_fixture(entry) for entry in NEWER_FORMATS]
+
+
+def test_letters_only_values_and_newer_token_families_are_redacted_in_every_placement(
+    rules: RuleSet,
+) -> None:
+    cases = [(fx, place, build(fx)) for fx in NEWER_SECRETS for place, build in PLACEMENTS.items()]
+    redacted = _redact_lines([line for _, _, line in cases], rules)
+
+    failures = []
+    for (fx, place, _), line in zip(cases, redacted, strict=True):
+        try:
+            decoded = list(_decoded_strings(json.loads(line)))
+        except ValueError as err:
+            failures.append(f"{fx.name} / {place}: invalid JSON after redaction ({err})")
+            continue
+        if _survivors(fx, [line, *decoded]):
+            failures.append(f"{fx.name} / {place}: survived")
+    failures += [
+        f"{fx.name} / plain text: survived"
+        for fx in NEWER_SECRETS
+        if _survivors(fx, [redact_text(fx.text, rules=rules)])
+    ]
+    assert not failures
+    assert _redact_lines(redacted, rules) == redacted
+
+
+def test_each_newer_secret_is_detected_by_its_intended_rule(rules: RuleSet) -> None:
+    by_id = {rule.id: rule for rule in rules.rules}
+    missed = [
+        f"{fx.name}: {fx.rule}"
+        for fx in NEWER_SECRETS
+        if not pl.Series([fx.text]).str.contains(by_id[fx.rule].pattern).item()
+    ]
+    assert not missed
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('password = "correcthorsebatterystaple"', f'password = "{REDACTED}"'),
+        ("password: hunterhunterhunter", f"password: {REDACTED}"),
+        ("token: abcdefghijklmnopqrstuv", f"token: {REDACTED}"),
+        ('secret = "TheQuickBrownFoxJumps"', f'secret = "{REDACTED}"'),
+        ('{"password": "correcthorsebatterystaple"}', f'{{"password": "{REDACTED}"}}'),
+        ('\\"password\\": \\"correcthorsebatterystaple\\"', f'\\"password\\": \\"{REDACTED}\\"'),
+        ("DB_PASSWORD=correcthorsebatterystaple", f"DB_PASSWORD={REDACTED}"),
+        ("set the password: hunterhunterhunter.", f"set the password: {REDACTED}."),
+        ("Bearer abcdefghijklmnopqrstuvwx", f"Bearer {REDACTED}"),
+    ],
+    ids=[
+        "assignment",
+        "yaml-password",
+        "yaml-token",
+        "capitalised",
+        "json",
+        "json-escaped",
+        "env-line",
+        "end-of-sentence",
+        "bearer",
+    ],
+)
+def test_letters_only_value_of_a_secret_key_is_redacted(
+    rules: RuleSet, text: str, expected: str
+) -> None:
+    assert redact_text(text, rules=rules) == expected
+
+
+def test_mysql_password_flags_are_redacted_glued_or_after_a_blank(rules: RuleSet) -> None:
+    assert (
+        redact_text("mysql -u root -pS3cretPassw0rd", rules=rules) == f"mysql -u root -p{REDACTED}"
+    )
+    assert redact_text("mysql -u root -p S3cretPassw0rd", rules=rules) == (
+        f"mysql -u root -p {REDACTED}"
+    )
+    assert redact_text("mysqldump -uroot -p'hunter' app > a.sql", rules=rules) == (
+        f"mysqldump -uroot -p'{REDACTED}' app > a.sql"
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # code: a call, an attribute, a type, an identifier, a variable or a placeholder
+        "token = get_token()",
+        "secret = hashlib.sha256(seed)",
+        "const apiKey = options?.apiKey || getApiKey(model.provider);",
+        "max_tokens: 4096",
+        "password: <redacted>",
+        "token = self.token_value",
+        "password=${DB_PASS}",
+        "connect(host=host, password=password)",
+        "api_key: Optional[str] = None",
+        "token: Promise<string>",
+        "DB_PASSWORD=postgres",
+        "CPOLAR_PASSWORD=your_password",
+        "Bearer authentication is described in RFC 6750",
+        # -p that is not a MySQL password
+        "mkdir -p dir",
+        "docker run -p 8080:80 app",
+        "ssh -p 2222 deploy@host",
+        "mysql -u root -p mydb < dump.sql",
+        "mysql -u root -p",
+        "mysql -u root -p$MYSQL_PWD app",
+        'mysql -u root -p"$MYSQL_PWD" app',
+        "mysql -u root; mkdir -p build2024",
+        "apt install mysql-client && mkdir -p build2024",
+        "we use mysql, so mkdir -p build2024 first",
+        # too short, or not a token (secretlint's must-not-match examples)
+        "hvs.abc",
+        "hvb.tooshortxxx",
+        "hvr.placeholder",
+        "# token: hvs.example",
+        "A short string like tskey-foo is not a key.",
+        "cfat_tooshort",
+        "dckr_pat_tooshort",
+        "DOCKER_TOKEN=not_a_real_token",
+        "dckr_pat_",
+        "vcp_abc",
+        "ops_token is secret.",
+        "https://api.cloudflare.com/client/v4/zones",
+    ],
+)
+def test_code_placeholders_and_lookalikes_near_secret_keys_stay(rules: RuleSet, text: str) -> None:
+    assert redact_text(text, rules=rules) == text
+    line = _line({"type": "function_call_output", "output": text})
+    assert _redact_lines([line], rules) == [line]
+
+
+NEWER_BARE_TOKENS = [fx for fx in NEWER_SECRETS if fx.rule.endswith(("-key", "-token"))]
+
+
+@pytest.mark.parametrize(
+    ("before", "must_redact"),
+    [("\\n", True), ("\\t", True), ("\\u001b[31m", True), ('\\"', True), ("\\\\", False)],
+    ids=["newline", "tab", "ansi-colour", "escaped-quote", "backslash"],
+)
+def test_newer_bare_tokens_next_to_json_escapes_keep_the_line_valid(
+    rules: RuleSet, before: str, must_redact: bool
+) -> None:
+    assert len(NEWER_BARE_TOKENS) >= 12
+    lines = [f'{{"text": "x{before}{fx.secret}{before}y"}}' for fx in NEWER_BARE_TOKENS]
+    problems = []
+    for fx, line in zip(NEWER_BARE_TOKENS, _redact_lines(lines, rules), strict=True):
+        try:
+            text = json.loads(line)["text"]
+        except ValueError as err:
+            problems.append(f"{fx.name}: invalid JSON ({err})")
+            continue
+        if must_redact and _survivors(fx, [line, text]):
+            problems.append(f"{fx.name}: survived")
+    assert not problems
+
+
+def test_newer_tokens_glued_to_a_letter_or_too_long_stay(rules: RuleSet) -> None:
+    tokens = [fx.secret for fx in NEWER_SECRETS if fx.text != fx.secret and fx.secret[:2] != "00"]
+    glued = [f"x{token}" for token in tokens if not token[0].isdigit() and not token[0].isupper()]
+    rng = random.Random("cloudflare-too-long")
+    too_long = ["cfat_" + _random("alnum", 40, rng) + _random("hex", 8, rng) + "Z"]
+    texts = [*glued, *too_long]
+    assert len(glued) >= 10
+    assert [redact_text(text, rules=rules) for text in texts] == texts
 
 
 # -- ordinary text -----------------------------------------------------------------------------
