@@ -7,16 +7,20 @@ an optional TOML file named by ``MEMKILN_CONFIG``, then the defaults below.
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
     TomlConfigSettingsSource,
 )
+
+from memkiln.errors import ConfigError
+from memkiln.transforms.prompts import STAGE_ONE_MAX_OUTPUT_TOKENS
 
 DEFAULT_DB = Path("data/memkiln.duckdb")
 DEFAULT_OUT = Path("data/memories")
@@ -71,7 +75,7 @@ class Settings(BaseSettings):
         4, ge=0, description="Retries for 429, 5xx, timeouts, connection errors."
     )
     max_output_tokens: int = Field(
-        4000, gt=0, description="Output tokens a stage-one answer may use."
+        STAGE_ONE_MAX_OUTPUT_TOKENS, gt=0, description="Output tokens a stage-one answer may use."
     )
     max_memories_per_project: int = Field(
         256, gt=0, description="Stage-one memories consolidated per project at most."
@@ -100,3 +104,49 @@ class Settings(BaseSettings):
         if config_file:
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(config_file)))
         return tuple(sources)
+
+
+def load_settings(**values: Any) -> Settings:
+    """``Settings(**values)``, with every problem of a value, an environment variable or the
+    ``MEMKILN_CONFIG`` file turned into a ``ConfigError`` that names the setting."""
+    config = os.environ.get("MEMKILN_CONFIG")
+    if config and not Path(config).is_file():
+        raise ConfigError(f"MEMKILN_CONFIG names {config}, which is not a file")
+    try:
+        return Settings(**values)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"MEMKILN_CONFIG file {config} is not valid TOML: {exc}") from None
+    except ValidationError as exc:
+        raise ConfigError(describe_invalid(exc)) from None
+
+
+def describe_invalid(exc: ValidationError) -> str:
+    """One line for the first problem of a ``ValidationError`` of ``Settings``."""
+    errors = exc.errors()
+    first = errors[0]
+    name = ".".join(str(part) for part in first["loc"]) or "settings"
+    top = str(first["loc"][0]) if first["loc"] else name
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    where = f"an option, MEMKILN_{top.upper()} or MEMKILN_CONFIG"
+    if first["type"] == "extra_forbidden":
+        return f"unknown setting {name!r} (in MEMKILN_CONFIG?){more}"
+    return f"invalid setting {name} = {first.get('input')!r} ({where}): {first['msg']}{more}"
+
+
+def openai_api_key(settings: Settings) -> str:
+    """The key the openai backend sends: ``OPENAI_API_KEY``, or a placeholder for a local
+    server (``base_url`` set), which usually needs none."""
+    key = os.environ.get("OPENAI_API_KEY")
+    if key:
+        return key
+    if settings.base_url is None:
+        raise ConfigError(
+            "the openai backend needs OPENAI_API_KEY (or --base-url for a local server)"
+        )
+    return "unused"
+
+
+def check_backend(settings: Settings) -> None:
+    """Fail before any work starts when the chosen backend cannot be used."""
+    if settings.backend == "openai":
+        openai_api_key(settings)

@@ -15,8 +15,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from memkiln.errors import MemkilnError
-from memkiln.settings import DEFAULT_DB, DEFAULT_OUT, Settings
+from memkiln.errors import ConfigError, MemkilnError
+from memkiln.settings import DEFAULT_DB, DEFAULT_OUT, Settings, check_backend, load_settings
 
 app = typer.Typer(
     name="memkiln",
@@ -41,7 +41,7 @@ DbOpt = Annotated[
     Path,
     typer.Option(
         "--db",
-        help="DuckDB file holding every stage's output; created if missing.",
+        help="DuckDB file holding every stage's output; ingest and run create it if missing.",
         envvar="MEMKILN_DB",
     ),
 ]
@@ -99,8 +99,8 @@ def ingest(
     from memkiln.flows.ingest import check_archive
 
     check_archive(archive)
-    settings = Settings(archive=archive, db=db, batch_bytes=batch_mb * 1024 * 1024)
-    _check_db(settings.db)
+    settings = load_settings(archive=archive, db=db, batch_bytes=batch_mb * 1024 * 1024)
+    _check_db(settings.db, create=True)
     if orchestrate:
         _prefect_environment()
         from memkiln.flows.ingest import ingest_flow
@@ -114,10 +114,13 @@ def ingest(
     _print_ingest_summary(summary, settings)
 
 
-def _check_db(db: Path) -> None:
-    """Fail fast, before any flow starts, when the database cannot be opened for writing."""
+def _check_db(db: Path, *, create: bool = False) -> None:
+    """Fail fast, before any flow starts, when the database cannot be opened for writing;
+    only the commands that fill it (``create``) may create it."""
     from memkiln.io.store import open_store
 
+    if not create and not db.exists():
+        raise ConfigError(f"no database at {db}; run 'memkiln ingest' first (or check --db)")
     open_store(db).close()
 
 
@@ -175,8 +178,8 @@ WindowOpt = Annotated[
     typer.Option(
         "--context-window",
         min=1000,
-        help="The model's context window in tokens (the input gets 95% x 70%; default budget "
-        "150,000 tokens).",
+        help="The model's context window in tokens (the input gets 95% x 70%, less when the "
+        "prompt and the output reserve need more of it; default budget 150,000 tokens).",
     ),
 ]
 BackfillOpt = Annotated[
@@ -252,6 +255,8 @@ def _print_extract_summary(summary) -> None:  # type: ignore[no-untyped-def]
     table.add_row("tokens in / out", f"{summary.input_tokens:,} / {summary.output_tokens:,}")
     table.add_row("cost (USD)", f"{summary.cost_usd:.4f}")
     console.print(table)
+    if summary.stopped:
+        console.print(f"[bold red]stopped early[/]: {summary.stopped}", highlight=False)
 
 
 @app.command()
@@ -282,7 +287,8 @@ def extract(
     Each session is extracted once per version; an interrupted run is resumed by the next.
     Outcomes (succeeded, succeeded_no_output, failed with a reason) are in stage1_attempts.
     """
-    settings = Settings(db=db, **_extract_settings(locals()))  # type: ignore[arg-type]
+    settings = load_settings(db=db, **_extract_settings(locals()))
+    check_backend(settings)
     _check_db(settings.db)
     if orchestrate:
         _prefect_environment()
@@ -323,8 +329,9 @@ def run(
     from memkiln.flows.ingest import check_archive
 
     check_archive(archive)
-    settings = Settings(db=db, archive=archive, out=out, **_extract_settings(locals()))  # type: ignore[arg-type]
-    _check_db(settings.db)
+    settings = load_settings(db=db, archive=archive, out=out, **_extract_settings(locals()))
+    check_backend(settings)
+    _check_db(settings.db, create=True)
     _check_out(settings.out)
     _prefect_environment()
     from memkiln.flows.run import run_flow
@@ -389,10 +396,11 @@ def consolidate(
 
     A project whose memories did not change since its last consolidation is not touched.
     """
-    settings = Settings(
-        db=db, out=out, backend=backend, model=model, base_url=base_url,  # type: ignore[arg-type]
+    settings = load_settings(
+        db=db, out=out, backend=backend, model=model, base_url=base_url,
         context_window=context_window, request_timeout_s=timeout, max_retries=max_retries,
     )  # fmt: skip
+    check_backend(settings)
     _check_db(settings.db)
     _check_out(settings.out)
     if orchestrate:
@@ -405,6 +413,11 @@ def consolidate(
         from memkiln.flows.progress import Reporter
 
         summary = consolidate_store(settings, project=project, reporter=Reporter(enabled=progress))
+    if project is not None and not summary.projects:
+        raise ConfigError(
+            f"no project with memories matches {project!r}; "
+            f"see {settings.out}/INDEX.md or 'memkiln status' for the projects"
+        )
     _print_consolidate_summary(summary, settings.out)
 
 
@@ -453,7 +466,8 @@ def render_input(
         typer.Option(
             "--context-window",
             help="The model's context window in tokens; the rollout contents get 95% x 70% "
-            "of it. Without it the budget is 150,000 tokens.",
+            "of it, less when the prompt and the output reserve need more. Without it the "
+            "budget is 150,000 tokens.",
             min=1000,
         ),
     ] = None,

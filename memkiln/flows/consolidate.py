@@ -84,6 +84,10 @@ async def _consolidate(
     keys = sorted(set(selected["project_key"].to_list()))
     if only is not None:
         keys = [k for k in keys if only in (k, project_dirname(k))]
+        if not keys:  # nothing to do, and the index stays as it is (the CLI says so)
+            if backend is not None:
+                await backend.aclose()
+            return
     backend_name = "openai" if backend else "heuristic"
     model = backend.model if backend else "heuristic-v1"
     # 3. per project

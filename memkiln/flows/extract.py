@@ -33,6 +33,7 @@ from memkiln.io.jobs import (
     finish_many,
     load_selection_inputs,
     release_orphans,
+    release_unsent,
     reusable_outputs,
 )
 from memkiln.io.store import cursor as store_cursor
@@ -43,7 +44,12 @@ from memkiln.transforms.heuristic import RolloutFacts
 from memkiln.transforms.prompts import STAGE_ONE_PROMPT_VERSION, build_stage_one_input
 from memkiln.transforms.redact import RuleSet, load_rules, redact_expr, redact_text
 from memkiln.transforms.render import contents_by_rollout
-from memkiln.transforms.selection import SelectionPolicy, select_candidates
+from memkiln.transforms.selection import (
+    UNCHARGED_REASONS,
+    SelectionPolicy,
+    run_wide_failure_limit,
+    select_candidates,
+)
 
 
 @dataclass
@@ -59,6 +65,7 @@ class ExtractSummary:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float = 0.0
+    stopped: str | None = None  # why the run stopped before sending every session
 
 
 def policy_from(settings: Settings) -> SelectionPolicy:
@@ -109,6 +116,7 @@ def build_requests(
             rollout_cwd=cwd,
             rollout_contents=body or "",
             context_window=settings.context_window,
+            max_output_tokens=settings.max_output_tokens,
         )
         digest = hashlib.sha256(prompt.system.encode() + b"\0" + prompt.user.encode())
         requests.append(
@@ -161,6 +169,7 @@ async def _extract(
         now=now(),
         policy=policy_from(settings),
         live_owners=(summary.run_id,),
+        producer=(backend.name, backend.model, STAGE_ONE_PROMPT_VERSION),
     ).collect()
     summary.considered = decided.height
     summary.decisions = dict(Counter(decided["decision"].to_list()))
@@ -171,6 +180,10 @@ async def _extract(
     buffer: list[Finished] = []
     last_flush = time.monotonic()
     slots = asyncio.Semaphore(settings.concurrency)
+    # failures of the whole run (endpoint down, key refused) in a row; at the limit the run
+    # stops sending and leaves the rest pending
+    limit = run_wide_failure_limit(settings.concurrency)
+    streak = 0
 
     writer = asyncio.Lock()  # one batch of outcomes written at a time, in order
 
@@ -212,6 +225,14 @@ async def _extract(
             result = Outcome(request.rollout_id, "failed", reason="internal_error", detail=detail)
         finally:
             slots.release()
+        nonlocal streak
+        summary.requests += result.sent
+        streak = streak + 1 if result.reason in UNCHARGED_REASONS else 0
+        if streak >= limit and summary.stopped is None:
+            summary.stopped = (
+                f"stopped after {streak} requests in a row failed with {result.reason} "
+                f"(endpoint, key or model unusable; last error: {(result.detail or '')[:160]})"
+            )
         buffer.append(Finished(result, watermark, attempt))
         done(1)
         await flush()
@@ -259,18 +280,32 @@ async def _extract(
                 if slots.locked():
                     prepare_next()
                 await slots.acquire()
-                if backend.name != "heuristic":
-                    summary.requests += 1
+                if summary.stopped:
+                    slots.release()
+                    break
                 running.append(
                     asyncio.create_task(run_one(request, watermarks[rid], attempts[rid], advance))
                 )
+            if summary.stopped:
+                break
             prepare_next()
             await flush()
+        if upcoming is not None:  # claimed while the run stopped: released below
+            await upcoming
         if running:
             await asyncio.gather(*running)
     await flush(force=True)
     await backend.aclose()
+    if summary.stopped:  # claimed jobs not sent go back to pending, with the unclaimed rest
+        await asyncio.to_thread(_release_unsent, con, summary.run_id)
+        left = todo.height - sum(outcomes.values())
+        summary.stopped += f"; {left:,} sessions left pending for the next run"
     summary.outcomes = dict(outcomes)
+
+
+def _release_unsent(con: duckdb.DuckDBPyConnection, run_id: str) -> int:
+    with store_cursor(con) as cur:
+        return release_unsent(cur, run_id=run_id)
 
 
 @task(name="extract", cache_policy=NO_CACHE)

@@ -12,7 +12,6 @@ Every answer is parsed into the strict model and redacted again before it is ret
 from __future__ import annotations
 
 import asyncio
-import os
 import queue
 import threading
 from collections.abc import Callable
@@ -30,7 +29,7 @@ from pydantic import BaseModel, ValidationError
 from memkiln.errors import ConfigError
 from memkiln.io.jobs import Outcome
 from memkiln.io.store import now
-from memkiln.settings import Settings
+from memkiln.settings import Settings, openai_api_key
 from memkiln.transforms.heuristic import RolloutFacts, extract_heuristic
 from memkiln.transforms.outputs import (
     ConsolidationOutput,
@@ -273,13 +272,7 @@ class OpenAIBackend:
     name = "openai"
 
     def __init__(self, settings: Settings, *, rules: RuleSet) -> None:
-        key = os.environ.get("OPENAI_API_KEY")
-        if not key:
-            if settings.base_url is None:
-                raise ConfigError(
-                    "the openai backend needs OPENAI_API_KEY (or --base-url for a local server)"
-                )
-            key = "unused"  # local servers usually need no key
+        key = openai_api_key(settings)
         self.model = settings.model
         self.api = settings.api
         self.rules = rules
@@ -333,16 +326,17 @@ class OpenAIBackend:
                 reason="context_overflow",
                 detail=f"{needed} tokens needed, window {self.context_window}",
             )
+        sent = replace(base, sent=True)  # from here on, a request goes to the model
         try:
             parsed, tokens_in, tokens_out = await self._threads.run(partial(self._call, prompt))
         except openai.APIError as exc:
             detail = redact_text(f"{type(exc).__name__}: {exc}"[:300], rules=self.rules)
-            return replace(base, reason=failure_reason(exc), detail=detail)
+            return replace(sent, reason=failure_reason(exc), detail=detail)
         except ValidationError as exc:  # a 200 whose body is not a response of this API
             problem = exc.errors()[0]
             where = ".".join(str(p) for p in problem["loc"]) or "<root>"
             return replace(
-                base, reason="invalid_json", detail=f"response body {where}: {problem['type']}"
+                sent, reason="invalid_json", detail=f"response body {where}: {problem['type']}"
             )
         usage = {
             "input_hash": request.input_hash,
@@ -350,6 +344,7 @@ class OpenAIBackend:
             "output_tokens": tokens_out,
             "cost_usd": self._cost(tokens_in, tokens_out),
             "started_at": started,
+            "sent": True,
         }
         if parsed.output is None:
             return Outcome(

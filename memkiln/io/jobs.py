@@ -16,7 +16,7 @@ import polars as pl
 from memkiln.io.store import fetch_pl, now, sql, transaction
 from memkiln.transforms.outputs import StageOneOutput
 from memkiln.transforms.redact import RuleSet, redact_expr
-from memkiln.transforms.selection import JOB_COLUMNS, ROLLOUT_COLUMNS
+from memkiln.transforms.selection import JOB_COLUMNS, ROLLOUT_COLUMNS, UNCHARGED_REASONS
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,7 @@ class Outcome:
     output_tokens: int = 0
     cost_usd: float = 0.0
     started_at: datetime | None = None
+    sent: bool = False  # a request went to the model (not refused before it, not reused)
 
 
 def release_orphans(con: duckdb.DuckDBPyConnection, *, run_id: str) -> int:
@@ -56,13 +57,28 @@ def release_orphans(con: duckdb.DuckDBPyConnection, *, run_id: str) -> int:
     return int(orphans)
 
 
+def release_unsent(con: duckdb.DuckDBPyConnection, *, run_id: str) -> int:
+    """Return this run's claimed jobs that were never sent (a run stopped early) to
+    ``pending``; returns how many."""
+    rows = con.execute(
+        "update stage1_jobs set status = 'pending', owner = null, lease_until = null, "
+        "updated_at = $at where status = 'running' and owner = $run_id returning rollout_id",
+        {"run_id": run_id, "at": now()},
+    ).fetchall()
+    return len(rows)
+
+
 def load_selection_inputs(con: duckdb.DuckDBPyConnection) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The rollouts and jobs tables, narrowed to what candidate selection reads."""
     rollouts = fetch_pl(con, f"select {', '.join(ROLLOUT_COLUMNS)} from rollouts").cast(
         ROLLOUT_COLUMNS  # type: ignore[arg-type]
     )
-    jobs = fetch_pl(con, f"select {', '.join(JOB_COLUMNS)} from stage1_jobs").cast(
-        JOB_COLUMNS  # type: ignore[arg-type]
+    jobs = (
+        fetch_pl(con, sql("selection_jobs"))
+        .select(list(JOB_COLUMNS))
+        .cast(
+            JOB_COLUMNS  # type: ignore[arg-type]
+        )
     )
     return rollouts, jobs
 
@@ -75,9 +91,13 @@ def claim_many(
     lease_seconds: int,
 ) -> dict[str, int]:
     """Mark the jobs of ``todo`` (``rollout_id, updated_at``) running under this run's lease,
-    in one transaction; returns each job's attempt number for its version.
+    in one transaction; returns the attempt number each job's next attempt will have.
 
-    A new version of a session (a different watermark) starts its retry budget again.
+    A claim charges nothing: ``attempts`` only grows when an outcome is written
+    (``finish_many``), so jobs claimed by a run that dies before sending them keep their
+    retry budget. A new version of a session (a different watermark), or a session done
+    before and taken again (its output was made by another backend, model or prompt),
+    starts its retry budget again.
     """
     at = now()
     frame = todo.select("rollout_id", watermark="updated_at")
@@ -86,15 +106,16 @@ def claim_many(
             """
             insert into stage1_jobs as j (rollout_id, status, owner, lease_until, attempts,
                                           source_watermark, updated_at)
-            select rollout_id, 'running', $run_id, $lease, 1, watermark, $at from claim_batch
+            select rollout_id, 'running', $run_id, $lease, 0, watermark, $at from claim_batch
             on conflict (rollout_id) do update set
                 status = 'running',
                 owner = excluded.owner,
                 lease_until = excluded.lease_until,
                 attempts = case
                     when j.source_watermark is not distinct from excluded.source_watermark
-                        then j.attempts + 1
-                    else 1
+                        and j.status not in ('succeeded', 'succeeded_no_output')
+                        then j.attempts
+                    else 0
                 end,
                 source_watermark = excluded.source_watermark,
                 updated_at = excluded.updated_at
@@ -104,7 +125,7 @@ def claim_many(
         rows = con.execute(
             "select j.rollout_id, j.attempts from stage1_jobs j join claim_batch using (rollout_id)"
         ).fetchall()
-    return {rid: int(n) for rid, n in rows}
+    return {rid: int(n) + 1 for rid, n in rows}
 
 
 def reusable_outputs(
@@ -164,6 +185,10 @@ def finish_many(
 
     ``succeeded`` replaces the session's output; ``succeeded_no_output`` removes it;
     ``reused`` keeps it and moves its watermark; ``failed`` schedules a retry.
+
+    Each outcome but ``reused`` uses one attempt of the session's retry budget, except a
+    failure of the whole run rather than of the session (``UNCHARGED_REASONS``: the endpoint
+    is unreachable, the key is refused, the model does not exist).
     """
     if not done:
         return
@@ -200,6 +225,7 @@ def finish_many(
         "pv": prompt_version,
         "at": at,
         "retry_at": at + retry_delay,
+        "uncharged": list(UNCHARGED_REASONS),
     }
     with transaction(con, finished=frame):
         for name in (

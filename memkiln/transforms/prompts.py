@@ -15,6 +15,9 @@ from memkiln.transforms.tokens import Truncation, count_tokens, stage_one_budget
 
 #: Bumped whenever a stage-one template changes what the model is asked; stored with outputs.
 STAGE_ONE_PROMPT_VERSION = "stage1-v1"
+#: Output tokens a stage-one answer may use (the default of ``Settings.max_output_tokens``),
+#: kept free in the window.
+STAGE_ONE_MAX_OUTPUT_TOKENS = 4000
 
 
 @cache
@@ -70,18 +73,31 @@ def build_stage_one_input(
     rollout_cwd: str | None,
     rollout_contents: str,
     context_window: int | None,
+    max_output_tokens: int = STAGE_ONE_MAX_OUTPUT_TOKENS,
 ) -> StageOneInput:
     """Render the stage-one system prompt and user message; the contents are cut in the
-    middle to ``context_window x 95% x 70%`` tokens (150,000 when the window is unknown)."""
-    contents, truncation = truncate_middle(rollout_contents, stage_one_budget(context_window))
+    middle to ``context_window x 95% x 70%`` tokens (150,000 when the window is unknown),
+    or fewer when the window would not also hold the system prompt, the rest of the user
+    message and ``max_output_tokens`` (``stage_one_budget``)."""
     env = environment()
     template = env.get_template("stage_one_input.md")
     fields = {"rollout_path": rollout_path, "rollout_cwd": rollout_cwd or "unknown"}
+    system = env.get_template("stage_one_system.md").render()
+    frame = template.render(**fields, rollout_contents="")
+    budget = stage_one_budget(context_window)
+    if context_window:
+        # a token is at least one byte: count the messages only when their size does not
+        # prove that the share of the window leaves them room
+        reserved = len(system.encode("utf-8")) + len(frame.encode("utf-8")) + max_output_tokens
+        if stage_one_budget(context_window, reserved_tokens=reserved) < budget:
+            reserved = _static_tokens(system) + count_tokens(frame) + 2 + max_output_tokens
+            budget = stage_one_budget(context_window, reserved_tokens=reserved)
+    contents, truncation = truncate_middle(rollout_contents, budget)
     return StageOneInput(
-        system=env.get_template("stage_one_system.md").render(),
+        system=system,
         user=template.render(**fields, rollout_contents=contents),
         truncation=truncation,
-        frame=template.render(**fields, rollout_contents=""),
+        frame=frame,
     )
 
 

@@ -25,6 +25,15 @@ SKIP_REASONS = (
     "over_run_limit",
 )
 DONE_STATUSES = ("succeeded", "succeeded_no_output")
+#: Failures of the whole run (endpoint down, key refused, no such model), not of a session:
+#: they are recorded, but not charged to the session's retry budget.
+UNCHARGED_REASONS = ("connection_error", "auth_error", "not_found")
+
+
+def run_wide_failure_limit(concurrency: int) -> int:
+    """How many such failures in a row stop a run (the rest of its sessions stay pending)."""
+    return max(2 * concurrency, 8)
+
 
 ROLLOUT_COLUMNS = {
     "rollout_id": pl.String,
@@ -45,6 +54,10 @@ JOB_COLUMNS = {
     "source_watermark": pl.Datetime("us", "UTC"),
     "done_watermark": pl.Datetime("us", "UTC"),
     "retry_at": pl.Datetime("us", "UTC"),
+    # what made the session's stored output (null when it has none)
+    "output_backend": pl.String,
+    "output_model": pl.String,
+    "output_prompt_version": pl.String,
 }
 
 
@@ -99,12 +112,15 @@ def select_candidates(
     now: datetime,
     policy: SelectionPolicy,
     live_owners: tuple[str, ...] = (),
+    producer: tuple[str, str, str] | None = None,
 ) -> pl.LazyFrame:
     """Decide, for the ``scan_limit`` most recently updated sessions, whether to extract them.
 
     ``jobs`` holds the current stage-one jobs. A running job whose owner is not in
     ``live_owners`` belongs to a run that died: it is taken over at once, lease or not.
-    Returns ``rollout_id, updated_at, decision, attempts_so_far`` (``attempts_so_far`` counts
+    ``producer`` is this run's ``(backend, model, prompt_version)``: a stored output made by
+    another one is not up to date (a ``succeeded_no_output`` session, which has no output,
+    is). Returns ``rollout_id, updated_at, decision, attempts_so_far`` (``attempts_so_far`` counts
     attempts on this version of the session; a newer version starts again at 0).
     """
     age_limit = now - timedelta(days=policy.max_rollout_age_days)
@@ -113,6 +129,16 @@ def select_candidates(
     attempts = pl.when(same_version).then(pl.col("attempts")).otherwise(0).fill_null(0)
     memory_off = (
         pl.col("memory_mode").str.to_lowercase().is_in(["disabled", "polluted"]).fill_null(False)
+    )
+    same_producer = (
+        pl.lit(True)
+        if producer is None
+        else (pl.col("status") == "succeeded_no_output")
+        | (
+            (pl.col("output_backend") == producer[0])
+            & (pl.col("output_model") == producer[1])
+            & (pl.col("output_prompt_version") == producer[2])
+        ).fill_null(False)
     )
     decision = (
         pl.when(pl.col("is_subagent"))
@@ -134,6 +160,7 @@ def select_candidates(
         .when(
             pl.col("status").is_in(DONE_STATUSES)
             & (pl.col("done_watermark") == pl.col("updated_at"))
+            & same_producer
         )
         .then(pl.lit("up_to_date"))
         .when(

@@ -44,11 +44,23 @@ def encoding() -> Encoding:
         return _load()
 
 
-def stage_one_budget(context_window: int | None) -> int:
-    """Tokens the rollout contents may take: window x 95% x 70%, else 150,000."""
+#: Tokens kept free besides the messages and the output reserve (joins, rounding).
+BUDGET_MARGIN_TOKENS = 32
+#: The contents always get at least this many tokens (a window too small for the messages
+#: and the output reserve then fails as ``context_overflow`` without a request).
+MIN_BUDGET_TOKENS = 1_000
+
+
+def stage_one_budget(context_window: int | None, *, reserved_tokens: int = 0) -> int:
+    """Tokens the rollout contents may take: window x 95% x 70%, but never more than what
+    the window leaves after ``reserved_tokens`` (the rest of the messages and the output
+    reserve) and a small margin, and at least ``MIN_BUDGET_TOKENS``; 150,000 when the
+    window is unknown."""
     if not context_window:
         return FALLBACK_BUDGET_TOKENS
-    return int(context_window * WINDOW_USABLE * WINDOW_INPUT_SHARE)
+    share = int(context_window * WINDOW_USABLE * WINDOW_INPUT_SHARE)
+    room = context_window - reserved_tokens - BUDGET_MARGIN_TOKENS
+    return max(min(share, room), MIN_BUDGET_TOKENS)
 
 
 def _pieces(text: str) -> list[str]:

@@ -99,3 +99,77 @@ def test_a_database_held_by_another_process_is_one_line_and_exit_2(tmp_path: Pat
     assert result.returncode == 2
     assert "in use by another process" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def one_line_error(result: subprocess.CompletedProcess[str], *words: str) -> None:
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr and "Error" not in result.stderr.split(":", 1)[0]
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    for word in words:
+        assert word in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("args", "env", "words"),
+    [
+        (["--backend", "foo"], {}, ["backend", "'foo'"]),
+        (["--api", "foo"], {}, ["api", "'foo'"]),
+        ([], {"MEMKILN_RETRY_BUDGET": "0"}, ["retry_budget", "MEMKILN_RETRY_BUDGET"]),
+    ],
+)
+def test_an_invalid_setting_is_one_line_and_exit_2(
+    tmp_path: Path, args: list[str], env: dict[str, str], words: list[str]
+) -> None:
+    result = memkiln("extract", "--db", str(tmp_path / "m.duckdb"), *args, env=env)
+    one_line_error(result, *words)
+
+
+def test_a_broken_config_file_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    config = tmp_path / "memkiln.toml"
+    config.write_text('backend = "openai\n')
+    result = memkiln(
+        "extract", "--db", str(tmp_path / "m.duckdb"), env={"MEMKILN_CONFIG": str(config)}
+    )
+    one_line_error(result, "MEMKILN_CONFIG", "not valid TOML")
+
+
+def test_a_missing_api_key_is_reported_before_anything_runs(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    db = tmp_path / "m.duckdb"
+    for args in (["extract"], ["run", "--archive", str(sample_archive)]):
+        result = subprocess.run(
+            [sys.executable, "-m", "memkiln.flows.cli", *args, "--db", str(db),
+             "--backend", "openai", "--no-progress"],
+            capture_output=True, text=True, timeout=300, env=env,
+        )  # fmt: skip
+        one_line_error(result, "OPENAI_API_KEY")
+        assert not db.exists()  # run did not ingest first
+
+
+@pytest.mark.parametrize("command", ["extract", "consolidate", "status"])
+def test_a_mistyped_database_is_refused_not_created(tmp_path: Path, command: str) -> None:
+    db = tmp_path / "mistyped.duckdb"
+    args = ["--out", str(tmp_path / "memories")] if command == "consolidate" else []
+    result = memkiln(command, "--db", str(db), *args)
+    one_line_error(result, "no database", str(db))
+    assert not db.exists() and not (tmp_path / "memories" / "INDEX.md").exists()
+
+
+def test_consolidating_a_project_that_matches_nothing_says_so(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    db, out = tmp_path / "m.duckdb", tmp_path / "memories"
+    done = memkiln(
+        "run", "--archive", str(sample_archive), "--db", str(db), "--out", str(out),
+        "--backfill", "--no-progress",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    index = (out / "INDEX.md").read_bytes()
+    result = memkiln(
+        "consolidate", "--db", str(db), "--out", str(out), "--project", "no/such/project",
+        "--no-prefect",
+    )  # fmt: skip
+    one_line_error(result, "no project", "no/such/project")
+    assert (out / "INDEX.md").read_bytes() == index

@@ -19,6 +19,7 @@ import pytest
 from memkiln.flows.consolidate import consolidate_store
 from memkiln.flows.extract import extract_store
 from memkiln.flows.ingest import ingest_archive
+from memkiln.io.store import open_store
 from memkiln.settings import Settings
 from memkiln.transforms.tokens import count_tokens
 from tests.builders import codex_lines, uid, write_rollout
@@ -293,6 +294,7 @@ def test_a_symlinked_output_root_is_refused(tmp_path: Path) -> None:
     real.mkdir()
     link = tmp_path / "link"
     link.symlink_to(real)
+    open_store(tmp_path / "m.duckdb").close()  # consolidate does not create a database
     proc = subprocess.run(
         [sys.executable, "-m", "memkiln.flows.cli", "consolidate", "--no-prefect", "--db", str(tmp_path / "m.duckdb"), "--out", str(link)],
         capture_output=True, text=True, timeout=120,

@@ -17,6 +17,8 @@ import pytest
 
 from memkiln.flows.extract import ExtractSummary, extract_store
 from memkiln.flows.ingest import ingest_archive
+from memkiln.io.jobs import claim_many, release_orphans
+from memkiln.io.store import fetch_pl, open_store
 from memkiln.settings import Settings
 from tests.builders import codex_lines, make_archive, uid, write_rollout
 from tests.fake_openai import FakeOpenAI, Reply, last_user_text
@@ -82,6 +84,22 @@ def test_a_normal_run_stores_one_output_per_session_and_a_rerun_sends_nothing(
     second = extract(s)
     assert fake_openai.count() == 6  # zero new requests
     assert second.decisions == {"up_to_date": 6}
+
+
+def test_switching_backend_or_model_extracts_again_and_then_is_up_to_date(
+    tmp_path: Path, fake_openai: FakeOpenAI, archive_of_six: list[Path]
+) -> None:
+    assert extract(settings(tmp_path)).outcomes == {"succeeded": 6}  # heuristic
+    s = settings(tmp_path, fake_openai)
+    assert extract(s).outcomes == {"succeeded": 6}
+    assert fake_openai.count() == 6
+    assert rows(s.db, "select distinct backend, model from stage1_outputs") == [
+        ("openai", "fake-model")
+    ]
+    assert extract(s).decisions == {"up_to_date": 6}
+    other = extract(settings(tmp_path, fake_openai, model="other-model"))
+    assert other.outcomes == {"succeeded": 6} and fake_openai.count() == 12
+    assert rows(s.db, "select max(attempts) from stage1_jobs") == [(1,)]
 
 
 def test_appending_to_one_session_sends_exactly_one_request(
@@ -270,3 +288,106 @@ def test_the_responses_api_works_the_same(
     body = fake_openai.requests[0]["body"]
     assert body["text"]["format"]["type"] == "json_schema" and body["text"]["format"]["strict"]
     assert "memory extractor" in body["instructions"]
+
+
+def closed_port_url() -> str:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def test_jobs_claimed_by_runs_that_died_before_sending_them_keep_their_retry_budget(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    make_archive(tmp_path / "archive", 1)
+    s = settings(tmp_path, fake_openai, retry_delay_hours=0)
+    ingest_archive(s)
+    con = open_store(s.db)
+    try:  # two runs claim the session, then die before sending it
+        todo = fetch_pl(con, "select rollout_id, updated_at from rollouts")
+        for dead in ("run-dead-1", "run-dead-2"):
+            release_orphans(con, run_id=dead)
+            claim_many(con, todo, run_id=dead, lease_seconds=3600)
+    finally:
+        con.close()
+    fake_openai.default = Reply("status", status=500)
+    assert extract(s).outcomes == {"failed:server_error": 1}
+    assert rows(s.db, "select attempts from stage1_jobs") == [(1,)]
+    fake_openai.default = Reply("ok")
+    again = extract(s)
+    assert again.decisions == {"take": 1}
+    assert again.outcomes == {"succeeded": 1}
+    assert rows(s.db, "select attempt, outcome from stage1_attempts order by attempt") == [
+        (1, "failed"),
+        (2, "succeeded"),
+    ]
+
+
+def test_a_refused_key_is_recorded_but_never_uses_up_the_retry_budget(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    make_archive(tmp_path / "archive", 3)
+    s = settings(tmp_path, fake_openai, retry_delay_hours=0)
+    ingest_archive(s)
+    fake_openai.default = Reply("status", status=401)
+    for _ in range(4):
+        summary = extract(s)
+        assert summary.decisions == {"take": 3}
+        assert summary.outcomes == {"failed:auth_error": 3}
+    assert rows(
+        s.db, "select status, last_reason, attempts, count(*) from stage1_jobs group by all"
+    ) == [("failed", "auth_error", 0, 3)]
+    assert rows(s.db, "select count(*) from stage1_attempts where reason = 'auth_error'") == [(12,)]
+    fake_openai.default = Reply("ok")
+    assert extract(s).outcomes == {"succeeded": 3}
+
+
+def test_an_endpoint_that_is_down_stops_the_run_and_leaves_the_rest_pending(
+    tmp_path: Path,
+) -> None:
+    make_archive(tmp_path / "archive", 40)
+    ingest_archive(settings(tmp_path))
+    s = settings(
+        tmp_path, backend="openai", base_url=closed_port_url(), model="fake-model",
+        max_retries=0, request_timeout_s=5, concurrency=2,
+    )  # fmt: skip
+    summary = extract(s)
+    failed = summary.outcomes.get("failed:connection_error", 0)
+    assert summary.outcomes == {"failed:connection_error": failed}
+    assert 8 <= failed < 40 and summary.requests == failed
+    assert summary.stopped is not None
+    assert "8 requests in a row failed with connection_error" in summary.stopped
+    assert f"{40 - failed} sessions left pending" in summary.stopped
+    jobs = dict(rows(s.db, "select status, count(*) from stage1_jobs group by 1"))
+    assert jobs.get("running", 0) == 0
+    assert jobs == {"failed": failed, "pending": 40 - failed}
+    assert rows(s.db, "select max(attempts) from stage1_jobs") == [(0,)]
+    assert rows(s.db, "select status from runs where command = 'extract'") == [("succeeded",)]
+
+
+def test_model_requests_count_only_requests_sent(
+    tmp_path: Path, fake_openai: FakeOpenAI, archive_of_six: list[Path]
+) -> None:
+    # a window below the output reserve: every request is refused before it is sent
+    s = settings(tmp_path, fake_openai, context_window=2000, retry_delay_hours=0)
+    summary = extract(s)
+    assert summary.outcomes == {"failed:context_overflow": 6}
+    assert fake_openai.count() == 0 and summary.requests == 0
+    assert extract(settings(tmp_path, fake_openai)).requests == 6 == fake_openai.count()
+
+
+def test_a_long_session_in_a_small_window_is_cut_to_fit_and_sent(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    at = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
+    calls = [(f"make step-{i}", "compiling module … ok\n" * 200) for i in range(40)]
+    lines = codex_lines(uid(0), request="migrate the billing service", at=at, calls=calls)
+    write_rollout(tmp_path / "archive", uid(0), lines, at)
+    ingest_archive(settings(tmp_path))
+    s = settings(tmp_path, fake_openai, context_window=9_000)
+    assert extract(s).outcomes == {"succeeded": 1}
+    (sent,) = fake_openai.requests
+    assert "tokens truncated" in last_user_text(sent["body"])

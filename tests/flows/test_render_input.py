@@ -150,6 +150,35 @@ def test_render_input_cli_prints_the_message_and_reports_tokens_on_stderr(tmp_pa
     assert "budget 13,300" in proc.stderr and "truncated in the middle" in proc.stderr
 
 
+@pytest.mark.parametrize("window", [6_000, 8_000, 11_000, 14_000, 16_000])
+def test_a_long_rollout_cut_to_a_small_window_always_fits_with_the_output_reserve(
+    tmp_path: Path, window: int
+) -> None:
+    path = tmp_path / "big.jsonl"
+    big_rollout(path, 1)
+    result, _ = stage_one_input_for_file(path, context_window=window, rules=load_rules())
+    assert result.truncation.truncated
+    exact = count_tokens(result.system) + count_tokens(result.user)
+    assert exact + 4_000 <= window
+    assert result.tokens_needed(4_000, window) is None
+    assert result.truncation.budget <= int(window * 0.95 * 0.7)
+
+
+def test_render_input_uses_the_same_budget_as_extraction_in_a_small_window(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "big.jsonl"
+    big_rollout(path, 1)
+    result, _ = stage_one_input_for_file(path, context_window=8_000, rules=load_rules())
+    proc = subprocess.run(
+        [sys.executable, "-m", "memkiln.flows.cli", "render-input", str(path), "--context-window", "8000"],
+        capture_output=True, text=True, timeout=120, env=dict(os.environ),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert f"budget {result.truncation.budget:,};" in proc.stderr
+    assert result.truncation.budget < 5_320  # below 8,000 x 95% x 70%: the rest must fit
+
+
 def test_render_input_on_a_file_that_is_not_a_rollout_is_one_line_and_exit_2(
     tmp_path: Path,
 ) -> None:

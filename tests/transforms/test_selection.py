@@ -33,13 +33,19 @@ def job(rid: str, status: str, *, watermark: datetime, **kw: object) -> dict[str
     return base | kw
 
 
-def decide(rollouts: list[dict], jobs: list[dict] = (), **policy: object) -> dict[str, str]:  # type: ignore[assignment]
+def decide(
+    rollouts: list[dict],
+    jobs: list[dict] = (),  # type: ignore[assignment]
+    producer: tuple[str, str, str] | None = None,
+    **policy: object,
+) -> dict[str, str]:
     out = select_candidates(
         pl.DataFrame(rollouts, schema=ROLLOUT_COLUMNS).lazy(),
         pl.DataFrame(list(jobs), schema=JOB_COLUMNS).lazy(),
         now=NOW,
         policy=SelectionPolicy(**policy),  # type: ignore[arg-type]
         live_owners=("run-now",),
+        producer=producer,
     ).collect()
     return dict(out.select("rollout_id", "decision").iter_rows())
 
@@ -83,6 +89,20 @@ def test_up_to_date_when_the_done_watermark_equals_the_sessions_update_time() ->
     assert decide([r], [job("a", "succeeded", watermark=older, done_watermark=older)]) == {
         "a": "take"
     }
+
+
+def test_an_output_made_by_another_backend_model_or_prompt_is_not_up_to_date() -> None:
+    r = rollout("a")
+    wm = r["updated_at"]
+    made = {"output_backend": "heuristic", "output_model": "heuristic-v1",
+            "output_prompt_version": "stage1-v1"}  # fmt: skip
+    done = job("a", "succeeded", watermark=wm, done_watermark=wm, **made)
+    same = ("heuristic", "heuristic-v1", "stage1-v1")
+    assert decide([r], [done], producer=same) == {"a": "up_to_date"}
+    for other in [("openai", "gpt-5-mini", "stage1-v1"), ("heuristic", "heuristic-v1", "v2")]:
+        assert decide([r], [done], producer=other) == {"a": "take"}
+    no_output = job("a", "succeeded_no_output", watermark=wm, done_watermark=wm)
+    assert decide([r], [no_output], producer=("openai", "m", "stage1-v1")) == {"a": "up_to_date"}
 
 
 def test_failures_wait_for_their_retry_time_and_stop_at_the_budget_until_a_new_version() -> None:

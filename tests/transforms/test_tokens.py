@@ -28,6 +28,14 @@ def test_budget_is_95_percent_of_70_percent_of_the_window_with_a_fallback() -> N
     assert stage_one_budget(None) == 150_000
 
 
+def test_the_budget_leaves_the_window_room_for_the_rest_of_the_request_with_a_floor() -> None:
+    # a large window: the share binds; a small one: what the rest of the request leaves
+    assert stage_one_budget(100_000, reserved_tokens=5_000) == 66_500
+    assert stage_one_budget(10_000, reserved_tokens=5_000) == 10_000 - 5_000 - 32
+    assert stage_one_budget(4_000, reserved_tokens=5_000) == 1_000
+    assert stage_one_budget(None, reserved_tokens=5_000) == 150_000
+
+
 def test_piecewise_count_is_never_below_the_exact_count(monkeypatch: pytest.MonkeyPatch) -> None:
     text = sample_text(2_000)
     exact = len(encoding().encode_ordinary(text))

@@ -1,10 +1,15 @@
 -- Job states after a batch of outcomes: done (with its watermark) or failed (retry later).
+-- Every outcome but `reused` uses one attempt, except run-wide failures ($uncharged).
 update stage1_jobs as j
 set
     status = case
         when f.outcome = 'failed' then 'failed'
         when f.outcome = 'succeeded_no_output' then 'succeeded_no_output'
         else 'succeeded'
+    end,
+    attempts = j.attempts + case
+        when f.outcome = 'reused' or list_contains($uncharged, f.reason) then 0
+        else 1
     end,
     owner = null,
     lease_until = null,
