@@ -485,7 +485,10 @@ def render_input(
     from memkiln.transforms.redact import load_rules
 
     result, facts = stage_one_input_for_file(
-        file, context_window=context_window, rules=load_rules()
+        file,
+        context_window=context_window,
+        max_output_tokens=load_settings().max_output_tokens,
+        rules=load_rules(),
     )
     if show_system:
         sys.stdout.write(result.system)

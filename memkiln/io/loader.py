@@ -109,7 +109,7 @@ def prepare_batch(
             status = "corrupt"
         elif not fb.data:
             status = "empty"
-        elif _looks_binary(fb.data):
+        elif looks_binary(fb.data):
             status = "binary"
         if fb.error:
             whole_file_quarantine.append(
@@ -460,7 +460,7 @@ def _mend_surrogates(
     return cleaned, validity
 
 
-def _looks_binary(data: bytes) -> bool:
+def looks_binary(data: bytes) -> bool:
     """NUL bytes near the start of a file that does not start like JSON lines. A session
     file whose tail was zero-filled by a crash starts with ``{``: its good lines are kept and
     the damaged one is quarantined."""

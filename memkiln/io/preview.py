@@ -10,9 +10,13 @@ import polars as pl
 
 from memkiln.errors import InputError
 from memkiln.io.archive import FileStat, read_file
-from memkiln.io.loader import normalize_chunks
+from memkiln.io.loader import looks_binary, normalize_chunks
 from memkiln.transforms.filtering import filter_memory_items
-from memkiln.transforms.prompts import StageOneInput, build_stage_one_input
+from memkiln.transforms.prompts import (
+    STAGE_ONE_MAX_OUTPUT_TOKENS,
+    StageOneInput,
+    build_stage_one_input,
+)
 from memkiln.transforms.redact import RuleSet, redact_text
 from memkiln.transforms.render import contents_by_rollout
 
@@ -23,6 +27,7 @@ def stage_one_input(
     rollout_path: str,
     rollout_cwd: str | None,
     context_window: int | None,
+    max_output_tokens: int = STAGE_ONE_MAX_OUTPUT_TOKENS,
     rules: RuleSet,
 ) -> StageOneInput:
     """Filter, render (redacted again) and budget one rollout's items into its messages."""
@@ -32,11 +37,16 @@ def stage_one_input(
         rollout_cwd=redact_text(rollout_cwd, rules=rules) if rollout_cwd else None,
         rollout_contents=contents["contents"][0] if contents.height else "",
         context_window=context_window,
+        max_output_tokens=max_output_tokens,
     )
 
 
 def stage_one_input_for_file(
-    path: Path, *, context_window: int | None, rules: RuleSet
+    path: Path,
+    *,
+    context_window: int | None,
+    max_output_tokens: int = STAGE_ONE_MAX_OUTPUT_TOKENS,
+    rules: RuleSet,
 ) -> tuple[StageOneInput, dict[str, object]]:
     """The stage-one input for one rollout file of any format, without touching the store.
 
@@ -48,7 +58,7 @@ def stage_one_input_for_file(
     fb = read_file(FileStat(str(path.resolve()), st.st_size, st.st_mtime_ns))
     if not fb.data:
         raise InputError(f"{path}: {fb.detail or 'the file is empty'}")
-    if b"\x00" in fb.data[:65536]:
+    if looks_binary(fb.data):
         raise InputError(f"{path} is a binary file, not a rollout")
     with duckdb.connect(":memory:") as con:
         norm = normalize_chunks(
@@ -70,6 +80,7 @@ def stage_one_input_for_file(
         rollout_path=str(path),
         rollout_cwd=rollout["cwd"],
         context_window=context_window,
+        max_output_tokens=max_output_tokens,
         rules=rules,
     )
     facts: dict[str, object] = {
