@@ -161,11 +161,15 @@ def test_consolidating_a_project_that_matches_nothing_says_so(
     sample_archive: Path, tmp_path: Path
 ) -> None:
     db, out = tmp_path / "m.duckdb", tmp_path / "memories"
-    done = memkiln(
-        "run", "--archive", str(sample_archive), "--db", str(db), "--out", str(out),
-        "--backfill", "--no-progress",
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
+    from memkiln.flows.consolidate import consolidate_store
+    from memkiln.flows.extract import extract_store
+    from memkiln.flows.ingest import ingest_archive
+    from memkiln.settings import Settings
+
+    settings = Settings(archive=sample_archive, db=db, out=out, backfill=True)
+    ingest_archive(settings)
+    extract_store(settings)
+    consolidate_store(settings)
     index = (out / "INDEX.md").read_bytes()
     result = memkiln(
         "consolidate", "--db", str(db), "--out", str(out), "--project", "no/such/project",
