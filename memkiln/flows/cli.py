@@ -134,11 +134,11 @@ def _print_ingest_summary(summary, settings: Settings) -> None:  # type: ignore[
         ("  new", summary.files_new),
         ("  changed", summary.files_changed),
         ("  skipped (unchanged)", summary.files_skipped),
-        ("  unreadable", summary.files_failed),
+        ("  failed (unreadable, corrupt, binary, not a session)", summary.files_failed),
         ("MB read", f"{summary.bytes_read / 1e6:,.1f}"),
         ("rollouts written", summary.rollouts),
         ("items written", summary.items),
-        ("lines quarantined", summary.quarantined),
+        ("quarantined (lines and whole files)", summary.quarantined),
         ("secrets redacted", sum(summary.hits.values())),
     ]
     for name, value in rows:
