@@ -247,6 +247,7 @@ def render_memory_summary(
                 (pl.col("section") == "knowledge")
                 & ~pl.col("text").str.starts_with("Final answer:")
                 & ~pl.col("text").str.starts_with("Commands that ran:")
+                & ~pl.col("text").str.starts_with("Files changed:")
             )
         )
         .head(12)["text"]

@@ -268,8 +268,41 @@ def _files_changed(items: pl.DataFrame) -> list[str]:
     return [f.strip() for f in files["f"].to_list() if f.strip()][:30]
 
 
+#: Words two commands may share without being about the same thing.
+_GENERIC_WORDS = frozenset({"run", "exec", "cd", "sudo", "npx", "env", "bash", "sh", "and"})
+
+
+def _command_words(command: str) -> set[str]:
+    """The program and its non-flag arguments (lower case, paths cut to their last part),
+    after a leading ``cd DIR &&``."""
+    command = re.sub(r"^cd [^&;]+&& ?", "", command.strip())
+    words = set()
+    for token in command.split():
+        if token.startswith("-"):
+            continue
+        word = token.strip("'\"`").replace("\\", "/").rsplit("/", 1)[-1].lower()
+        if len(word) >= 3 and word not in _GENERIC_WORDS:
+            words.add(word)
+    return words
+
+
+def _related(failed: str, later: str) -> bool:
+    """Whether a later command can be the fix of a failed one: they share the program or an
+    argument (``npm test`` then ``pnpm test``), not just the tool (``git status`` then
+    ``rg --files``)."""
+    return bool(_command_words(failed) & _command_words(later))
+
+
+def _opening(text: str) -> str:
+    """The first sentence of a message (at most 160 characters): where feedback is, while
+    the rest of a long follow-up is usually the next task."""
+    first = text.strip().split("\n", 1)[0]
+    return re.split(r"(?<=[.!?])\s", first, maxsplit=1)[0][:160]
+
+
 def _outcome(feedback: list[str], failures_at_end: bool, has_answer: bool) -> tuple[str, str]:
     for text in reversed(feedback):
+        text = _opening(text)
         if re.search(FAIL_FEEDBACK, text):
             return "fail", f'the user said: "{_clip(text, 100)}"'
         if re.search(SUCCESS_FEEDBACK, text):
@@ -318,13 +351,13 @@ def extract_heuristic(items: pl.DataFrame, facts: RolloutFacts) -> StageOneOutpu
     for row in failed.head(8).iter_rows(named=True):
         what = row["command"] or row["name"] or "a tool call"
         line = row["error_line"] or "non-zero exit"
-        later_ok = calls.filter(
-            (pl.col("seq") > row["seq"]) & ~pl.col("failed") & (pl.col("name") == row["name"])
-        )
         fix = ""
-        if row["command"] and later_ok.height:
-            nxt = later_ok["command"].drop_nulls()
-            fix = f"; a later `{_clip(nxt[0], 80)}` succeeded" if nxt.len() else ""
+        if row["command"]:
+            later_ok = calls.filter(
+                (pl.col("seq") > row["seq"]) & ~pl.col("failed") & (pl.col("name") == row["name"])
+            )["command"].drop_nulls()
+            related = [c for c in later_ok if _related(row["command"], c)]
+            fix = f"; a later `{_clip(related[0], 80)}` succeeded" if related else ""
         failures.append(f"`{_clip(what, 100)}` failed: {_clip(line, 160)}{fix}")
     files = _files_changed(items)
     answers = items.filter((pl.col("item_type") == "message") & (pl.col("role") == "assistant"))

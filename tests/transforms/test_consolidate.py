@@ -9,6 +9,7 @@ import polars as pl
 from memkiln.transforms.consolidate import (
     memory_bullets,
     merge_bullets,
+    render_memory_summary,
     select_memories,
     with_stems,
 )
@@ -82,3 +83,24 @@ def test_near_duplicate_bullets_merge_and_keep_every_source() -> None:
     row = merged.row(0, named=True)
     assert row["section"] == "preferences" and row["text"] == "always run the LINTER first"
     assert len(row["sources"]) == 2
+
+
+def test_memory_summary_tips_leave_out_file_lists_and_command_lists() -> None:
+    merged = pl.DataFrame(
+        {
+            "section": ["knowledge", "knowledge", "knowledge", "failures"],
+            "text": [
+                "Files changed: package.json, src/app.tsx",
+                "Commands that ran: `pnpm test`",
+                "Fact: the API runs on port 8080",
+                "`npm test` failed: npm: command not found; a later `pnpm test` succeeded",
+            ],
+        }
+    )
+    tasks = pl.DataFrame(
+        {"updated_at": [T], "title": ["Fix the test"], "outcome": ["success"], "stem": ["s"]}
+    )
+    text = render_memory_summary("github.com/acme/shop", merged, tasks, max_tokens=5_000)
+    tips = text.split("## General tips", 1)[1].split("##", 1)[0]
+    assert "Fact: the API runs on port 8080" in tips and "`npm test` failed" in tips
+    assert "Files changed" not in tips and "Commands that ran" not in tips

@@ -92,3 +92,32 @@ def test_heuristic_over_every_codex_corpus_file(rollout_corpus: Path, tmp_path: 
             assert "Failures and how to do differently:" in out.raw_memory, rid
         assert json.dumps(out.model_dump())  # serializable, no surprises
     assert with_failures >= 10 and noops >= 1
+
+
+def test_a_later_unrelated_success_is_not_given_as_the_fix_of_a_failure(tmp_path: Path) -> None:
+    lines = codex_lines(
+        uid(1),
+        request="Find where the tax rounding happens in this project and explain it.",
+        at=datetime(2026, 10, 1, tzinfo=UTC),
+        calls=[
+            ("git status --short", "Exit code: 128\nOutput:\nfatal: not a git repository"),
+            ("rg --files", "Exit code: 0\nOutput:\nsrc/tax.py"),
+        ],
+        answer="Rounding happens in src/tax.py, in round_line().",
+    )
+    raw = extract_file(tmp_path, lines).raw_memory  # type: ignore[attr-defined]
+    assert "`git status --short` failed: fatal: not a git repository" in raw
+    assert "a later `rg --files` succeeded" not in raw
+
+
+def test_a_follow_up_that_is_a_new_task_is_not_feedback(tmp_path: Path) -> None:
+    lines = codex_lines(
+        uid(1),
+        request="Add a retry to the image loader.",
+        at=datetime(2026, 10, 1, tzinfo=UTC),
+        calls=[("pytest -q tests/test_images.py", "Exit code: 0\nOutput:\n3 passed")],
+        answer="Added a retry with backoff; the image tests pass.",
+        feedback="Now make the gallery page faster. Thumbnails often fail to load and it looks broken.",
+    )
+    raw = extract_file(tmp_path, lines).raw_memory  # type: ignore[attr-defined]
+    assert "task_outcome: fail" not in raw and "task_outcome: uncertain" in raw
