@@ -272,25 +272,31 @@ def _files_changed(items: pl.DataFrame) -> list[str]:
 _GENERIC_WORDS = frozenset({"run", "exec", "cd", "sudo", "npx", "env", "bash", "sh", "and"})
 
 
-def _command_words(command: str) -> set[str]:
-    """The program and its non-flag arguments (lower case, paths cut to their last part),
-    after a leading ``cd DIR &&``."""
+def _command_words(command: str) -> list[str]:
+    """The program and its non-flag arguments, in order (lower case, paths cut to their last
+    part), after a leading ``cd DIR &&``."""
     command = re.sub(r"^cd [^&;]+&& ?", "", command.strip())
-    words = set()
+    words = []
     for token in command.split():
-        if token.startswith("-"):
-            continue
-        word = token.strip("'\"`").replace("\\", "/").rsplit("/", 1)[-1].lower()
+        flag_or_redirect = token.startswith("-") or re.match(r"\d*[<>|&;]", token)
+        if flag_or_redirect or not re.search("[A-Za-z]", token):
+            continue  # flags, redirections, pipes, numbers
+        word = token.strip("'\"`").replace("\\", "/").rstrip("/").rsplit("/", 1)[-1].lower()
         if len(word) >= 3 and word not in _GENERIC_WORDS:
-            words.add(word)
+            words.append(word)
     return words
 
 
 def _related(failed: str, later: str) -> bool:
-    """Whether a later command can be the fix of a failed one: they share the program or an
-    argument (``npm test`` then ``pnpm test``), not just the tool (``git status`` then
-    ``rg --files``)."""
-    return bool(_command_words(failed) & _command_words(later))
+    """Whether a later command can be the fix of a failed one: the same program with the
+    same first argument (``npm run check`` again), or a shared argument (``npm test`` then
+    ``pnpm test``); not merely the same program (``git push`` then ``git checkout``)."""
+    a, b = _command_words(failed), _command_words(later)
+    if not a or not b:
+        return False
+    if a[0] == b[0] and a[1:2] == b[1:2]:
+        return True
+    return bool(set(a[1:]) & set(b[1:]))
 
 
 def _opening(text: str) -> str:

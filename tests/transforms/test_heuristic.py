@@ -121,3 +121,24 @@ def test_a_follow_up_that_is_a_new_task_is_not_feedback(tmp_path: Path) -> None:
     )
     raw = extract_file(tmp_path, lines).raw_memory  # type: ignore[attr-defined]
     assert "task_outcome: fail" not in raw and "task_outcome: uncertain" in raw
+
+
+@pytest.mark.parametrize(
+    ("failed", "later", "related"),
+    [
+        ("npm test", "pnpm test", True),
+        ("cd /w/pi && npm run check 2>&1", "cd /w/pi && npm run check 2>&1", True),
+        ("cat pkg/node_modules/cli/package.json", "cat node_modules/cli/package.json", True),
+        ("head -50 /w/CHANGELOG.md", 'find /w -name "CHANGELOG.md"', True),
+        ("git status --short", "rg --files", False),
+        ("git push origin HEAD:main", "git checkout --theirs src/a.ts", False),
+        ("npm run check 2>&1", "npm run build 2>&1", False),
+        ("Get-Content app\\events\\page.tsx", "Get-Content app\\layout.tsx", False),
+    ],
+)
+def test_a_fix_is_a_later_command_that_shares_the_program_and_first_argument_or_an_argument(
+    failed: str, later: str, related: bool
+) -> None:
+    from memkiln.transforms.heuristic import _related
+
+    assert _related(failed, later) is related
