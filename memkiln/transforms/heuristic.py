@@ -269,7 +269,10 @@ def _files_changed(items: pl.DataFrame) -> list[str]:
 
 
 #: Words two commands may share without being about the same thing.
-_GENERIC_WORDS = frozenset({"run", "exec", "cd", "sudo", "npx", "env", "bash", "sh", "and"})
+_GENERIC_WORDS = frozenset(
+    {"run", "exec", "cd", "sudo", "npx", "env", "bash", "sh", "and", "true", "false", "null"}
+    | {"silentlycontinue", "continue", "stop", "ignore"}  # PowerShell -ErrorAction values
+)
 
 
 def _command_words(command: str) -> list[str]:

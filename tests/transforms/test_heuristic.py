@@ -134,6 +134,11 @@ def test_a_follow_up_that_is_a_new_task_is_not_feedback(tmp_path: Path) -> None:
         ("git push origin HEAD:main", "git checkout --theirs src/a.ts", False),
         ("npm run check 2>&1", "npm run build 2>&1", False),
         ("Get-Content app\\events\\page.tsx", "Get-Content app\\layout.tsx", False),
+        (
+            "Get-Command git,curl -ErrorAction SilentlyContinue",
+            "Get-ChildItem -Recurse sessions -ErrorAction SilentlyContinue",
+            False,
+        ),
     ],
 )
 def test_a_fix_is_a_later_command_that_shares_the_program_and_first_argument_or_an_argument(
