@@ -25,6 +25,21 @@ def counts(db: Path) -> dict[str, int]:
         return table_counts(con)
 
 
+def append_user_turn(path: Path, text: str) -> None:
+    """Append one Codex user message to a session file, as a resumed session does."""
+    line = {
+        "timestamp": "2026-11-01T10:00:00.000Z",
+        "type": "response_item",
+        "payload": {
+            "type": "message",
+            "role": "user",
+            "content": [{"type": "input_text", "text": text}],
+        },
+    }
+    with path.open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(line) + "\n")  # json writes a lone surrogate as its escape
+
+
 def holds_a_session(path: Path) -> bool:
     """Independent of memkiln's code: does any line of the file name a session?"""
     with path.open("rb") as fh:
@@ -334,17 +349,7 @@ def test_a_file_that_cannot_be_opened_keeps_what_was_stored_and_is_read_again(
     files = sorted((sample_archive / "sessions").rglob("*.jsonl"))
     grown, new = files[-1], files[-1].with_name("rollout-2026-11-02T10-00-00-new.jsonl")
     shutil.copy(files[0], new)  # a session file nobody stored yet
-    extra = {
-        "timestamp": "2026-11-01T10:00:00.000Z",
-        "type": "response_item",
-        "payload": {
-            "type": "message",
-            "role": "user",
-            "content": [{"type": "input_text", "text": "one more turn after the resume"}],
-        },
-    }
-    with grown.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(extra) + "\n")
+    append_user_turn(grown, "one more turn after the resume")
     locked = {str(grown), str(new)}
 
     def read_or_refuse(stat: archive.FileStat) -> archive.FileBytes:
@@ -384,17 +389,7 @@ def test_a_line_with_a_string_cut_through_an_emoji_is_kept(
 ) -> None:
     target = sorted((sample_archive / "sessions").rglob("*.jsonl"))[-1]
     cut = "build ok 🎉 done".encode("utf-16-le")[:20].decode("utf-16-le", "surrogatepass")
-    line = {
-        "timestamp": "2026-11-01T10:00:00.000Z",
-        "type": "response_item",
-        "payload": {
-            "type": "message",
-            "role": "user",
-            "content": [{"type": "input_text", "text": cut}],
-        },
-    }
-    with target.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(line) + "\n")  # json writes the lone half as \ud83c
+    append_user_turn(target, cut)
     assert '\\ud83c"' in target.read_text(encoding="utf-8")
 
     run_ingest(sample_archive, tmp_path / "m.duckdb")
@@ -438,17 +433,7 @@ def test_an_archive_moved_elsewhere_hands_its_sessions_to_the_new_paths(
     moved = tmp_path / "moved-archive"
     sample_archive.rename(moved)
     grown = sorted((moved / "sessions").rglob("*.jsonl"))[-1]
-    extra = {
-        "timestamp": "2026-11-01T10:00:00.000Z",
-        "type": "response_item",
-        "payload": {
-            "type": "message",
-            "role": "user",
-            "content": [{"type": "input_text", "text": "a new turn after the move"}],
-        },
-    }
-    with grown.open("a", encoding="utf-8") as fh:
-        fh.write(json.dumps(extra) + "\n")
+    append_user_turn(grown, "a new turn after the move")
 
     second = run_ingest(moved, db)
 
