@@ -1,22 +1,32 @@
-"""One settings object, built at the entry point and passed down.
+"""memkiln's settings: each one declared once, here.
 
 Values come from (highest first) command-line options, ``MEMKILN_*`` environment variables,
-an optional TOML file named by ``MEMKILN_CONFIG``, then the defaults below.
+the TOML file named by ``--config`` or ``MEMKILN_CONFIG``, then the defaults below.
+``load_settings`` reads them all and remembers where each value came from (``memkiln
+config`` prints that, and an invalid value is reported with its source).
+
+``Options`` holds the fields as a plain pydantic model: it is what the Prefect flows take as
+their parameter (JSON-serializable and validated by Prefect, so a deployment, ``serve`` and
+the UI's form can call them). ``Settings`` is the same model read from the sources above.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import tomllib
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
+    EnvSettingsSource,
+    NoDecode,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
-    TomlConfigSettingsSource,
+    SettingsError,
 )
 
 from memkiln.errors import ConfigError
@@ -25,24 +35,44 @@ from memkiln.transforms.prompts import STAGE_ONE_MAX_OUTPUT_TOKENS
 DEFAULT_DB = Path("data/memkiln.duckdb")
 DEFAULT_OUT = Path("data/memories")
 
+#: Session sources a user may name (Codex's ``SessionSource`` values; the other formats are
+#: mapped onto them). Sub-agent sessions are never extracted, so ``subagent`` is not one.
+KNOWN_SOURCES = ("cli", "vscode", "exec", "mcp", "unknown")
 
-class Settings(BaseSettings):
-    """memkiln's user settings."""
+#: Fields holding paths: relative paths in a config file are taken from the file's folder.
+PATH_FIELDS = ("db", "archive", "out")
 
-    model_config = SettingsConfigDict(env_prefix="MEMKILN_", extra="forbid")
+ENV_PREFIX = "MEMKILN_"
+CONFIG_ENV = "MEMKILN_CONFIG"
+
+
+class Options(BaseModel):
+    """memkiln's user settings (the flows' parameters)."""
+
+    model_config = ConfigDict(extra="forbid")
 
     db: Path = Field(DEFAULT_DB, description="DuckDB file that holds every stage's output.")
-    archive: Path | None = Field(None, description="Directory of rollout files to ingest.")
+    archive: Path | None = Field(
+        None,
+        description="Directory of rollout files (*.jsonl, *.jsonl.gz, *.jsonl.zst), searched "
+        "recursively: Codex sessions, Claude Code transcripts, Pi sessions.",
+    )
     out: Path = Field(DEFAULT_OUT, description="Directory the memory files are written to.")
     batch_bytes: int = Field(
         32 * 1024 * 1024, gt=0, description="Raw bytes loaded and normalized per batch."
     )
+    progress: bool = Field(True, description="Show progress bars (on a terminal only).")
+    prefect: bool = Field(
+        True,
+        description="Run commands as Prefect flows (an ephemeral API unless PREFECT_API_URL is "
+        "set); false runs the same code in this process alone.",
+    )
 
     # Phase 1: which sessions are extracted
-    sources: list[str] = Field(
+    sources: Annotated[list[Literal["cli", "vscode", "exec", "mcp", "unknown"]], NoDecode] = Field(
         ["cli", "vscode"],
-        description="Session sources to extract (Codex's interactive ones by default; add "
-        "'exec' for non-interactive runs).",
+        description="Session sources to extract (comma-separated: cli, vscode, exec, mcp, "
+        "unknown; add exec for scripted runs).",
     )
     max_rollout_age_days: float = Field(
         10, gt=0, description="Nightly runs skip sessions last updated longer ago than this."
@@ -59,20 +89,29 @@ class Settings(BaseSettings):
 
     # Phase 1: the model
     backend: Literal["heuristic", "openai"] = Field(
-        "heuristic", description="heuristic (offline, rule-based) or openai (any compatible API)."
+        "heuristic",
+        description="heuristic (offline, rule-based) or openai (any OpenAI-compatible API, "
+        "key from OPENAI_API_KEY).",
     )
     model: str = Field("gpt-5-mini", description="Model name sent to the openai backend.")
-    base_url: str | None = Field(None, description="OpenAI-compatible endpoint (default: OpenAI).")
+    base_url: str | None = Field(
+        None, description="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1."
+    )
     api: Literal["chat", "responses"] = Field(
-        "chat", description="Chat Completions (works everywhere) or the Responses API."
+        "chat", description="chat (Chat Completions, works everywhere) or responses."
     )
     context_window: int | None = Field(
-        None, gt=0, description="The model's context window in tokens (None: 150k-token budget)."
+        None,
+        ge=1000,
+        description="The model's context window in tokens (the input gets 95% x 70%, less when "
+        "the prompt and the output reserve need more; unset: a 150,000-token budget).",
     )
     concurrency: int = Field(8, ge=1, le=256, description="Model requests in flight at most.")
-    request_timeout_s: float = Field(120, gt=0, description="Seconds before a request times out.")
+    request_timeout_s: float = Field(
+        120, ge=0.1, description="Seconds before a model request times out."
+    )
     max_retries: int = Field(
-        4, ge=0, description="Retries for 429, 5xx, timeouts, connection errors."
+        4, ge=0, description="Retries of a request after 429, 5xx, a timeout or a lost connection."
     )
     max_output_tokens: int = Field(
         STAGE_ONE_MAX_OUTPUT_TOKENS, gt=0, description="Output tokens a stage-one answer may use."
@@ -90,6 +129,62 @@ class Settings(BaseSettings):
         description="USD per million (input, output) tokens, by model name.",
     )
 
+    @field_validator("sources", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        """``cli,vscode`` (a command line, an environment variable) or a JSON/TOML list."""
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                return json.loads(text)
+            return [part.strip() for part in text.split(",") if part.strip()]
+        return value
+
+
+class TomlFileSource(PydanticBaseSettingsSource):
+    """The ``MEMKILN_CONFIG`` (or ``--config``) TOML file: top-level keys are setting names;
+    relative paths are taken from the file's folder, so a scheduled run does not depend on
+    the directory it starts in."""
+
+    def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
+        super().__init__(settings_cls)
+        self.path = path
+
+    def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
+        return None, field_name, False  # unused: __call__ reads the whole file
+
+    def __call__(self) -> dict[str, Any]:
+        if self.path is None:
+            return {}
+        try:
+            data = tomllib.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ConfigError(f"config file {self.path} does not exist") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"config file {self.path} cannot be read: {exc}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config file {self.path} is not valid TOML: {exc}") from None
+        base = self.path.resolve().parent
+        for name in PATH_FIELDS:
+            value = data.get(name)
+            if isinstance(value, str) and value:
+                data[name] = str(base / Path(value).expanduser())
+        return data
+
+
+def config_path(explicit: Path | None = None) -> Path | None:
+    """The config file: ``--config`` if given, else ``MEMKILN_CONFIG``, else none."""
+    if explicit is not None:
+        return explicit
+    named = os.environ.get(CONFIG_ENV)
+    return Path(named) if named else None
+
+
+class Settings(Options, BaseSettings):
+    """memkiln's settings, read from the environment and the config file."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="forbid")
+
     @classmethod
     def settings_customise_sources(
         cls,
@@ -99,41 +194,83 @@ class Settings(BaseSettings):
         dotenv_settings: PydanticBaseSettingsSource,
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
-        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
-        config_file = os.environ.get("MEMKILN_CONFIG")
-        if config_file:
-            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=Path(config_file)))
-        return tuple(sources)
+        return (init_settings, env_settings, TomlFileSource(settings_cls, config_path()))
+
+    @classmethod
+    def from_options(cls, options: Options) -> Settings:
+        """The settings a flow run was given (every field is set, so nothing else is read)."""
+        return cls(**dict(options))
 
 
-def load_settings(**values: Any) -> Settings:
-    """``Settings(**values)``, with every problem of a value, an environment variable or the
-    ``MEMKILN_CONFIG`` file turned into a ``ConfigError`` that names the setting."""
-    config = os.environ.get("MEMKILN_CONFIG")
-    if config and not Path(config).is_file():
-        raise ConfigError(f"MEMKILN_CONFIG names {config}, which is not a file")
+@dataclass(frozen=True)
+class Source:
+    """Where a setting's value came from."""
+
+    kind: Literal["default", "config", "env", "cli"]
+    name: str = ""  # the option, the variable or the file
+
+    def __str__(self) -> str:
+        return {
+            "default": "default",
+            "config": f"config file {self.name}",
+            "env": f"environment {self.name}",
+            "cli": f"command line {self.name}",
+        }[self.kind]
+
+
+def env_name(field: str) -> str:
+    return f"{ENV_PREFIX}{field.upper()}"
+
+
+def load_settings(
+    cli: dict[str, Any] | None = None,
+    *,
+    flags: dict[str, str] | None = None,
+    config: Path | None = None,
+) -> tuple[Settings, dict[str, Source]]:
+    """Settings from every source, and the source of each value.
+
+    ``cli`` holds only the options given on the command line (by field name; ``flags`` names
+    the option each came from). Any problem, from any source, is a ``ConfigError`` whose one
+    line names the setting and where its value came from.
+    """
+    cli = cli or {}
+    flags = flags or {}
+    path = config_path(config)
+    from_file = TomlFileSource(Settings, path)()
     try:
-        return Settings(**values)
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"MEMKILN_CONFIG file {config} is not valid TOML: {exc}") from None
+        from_env = EnvSettingsSource(Settings)()
+    except SettingsError as exc:  # e.g. MEMKILN_PRICES that is not JSON
+        raise ConfigError(f"invalid environment variable: {exc}") from None
+    values: dict[str, Any] = {}
+    sources: dict[str, Source] = {name: Source("default") for name in Settings.model_fields}
+    for layer, kind in ((from_file, "config"), (from_env, "env"), (cli, "cli")):
+        for name, value in layer.items():
+            values[name] = value
+            label = {"config": str(path), "env": env_name(name), "cli": flags.get(name, name)}
+            sources[name] = Source(kind, label[kind])  # type: ignore[arg-type]
+    try:
+        settings = Settings.model_validate(values)
     except ValidationError as exc:
-        raise ConfigError(describe_invalid(exc)) from None
+        raise ConfigError(describe_invalid(exc, sources)) from None
+    return settings, sources
 
 
-def describe_invalid(exc: ValidationError) -> str:
+def describe_invalid(exc: ValidationError, sources: dict[str, Source]) -> str:
     """One line for the first problem of a ``ValidationError`` of ``Settings``."""
     errors = exc.errors()
     first = errors[0]
     name = ".".join(str(part) for part in first["loc"]) or "settings"
     top = str(first["loc"][0]) if first["loc"] else name
     more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
-    where = f"an option, MEMKILN_{top.upper()} or MEMKILN_CONFIG"
+    where = sources.get(top, Source("config", "?"))
     if first["type"] == "extra_forbidden":
-        return f"unknown setting {name!r} (in MEMKILN_CONFIG?){more}"
-    return f"invalid setting {name} = {first.get('input')!r} ({where}): {first['msg']}{more}"
+        return f"unknown setting {top!r} in {where}{more}"
+    given = first.get("input")
+    return f"invalid setting {name} = {given!r} ({where}): {first['msg']}{more}"
 
 
-def openai_api_key(settings: Settings) -> str:
+def openai_api_key(settings: Options) -> str:
     """The key the openai backend sends: ``OPENAI_API_KEY``, or a placeholder for a local
     server (``base_url`` set), which usually needs none."""
     key = os.environ.get("OPENAI_API_KEY")
@@ -146,7 +283,20 @@ def openai_api_key(settings: Settings) -> str:
     return "unused"
 
 
-def check_backend(settings: Settings) -> None:
+def check_backend(settings: Options) -> None:
     """Fail before any work starts when the chosen backend cannot be used."""
     if settings.backend == "openai":
         openai_api_key(settings)
+
+
+def masked(name: str, value: Any) -> str:
+    """A setting's value as ``memkiln config`` prints it: credentials in a URL are hidden."""
+    text = "" if value is None else str(value)
+    if name == "base_url" and "@" in text and "://" in text:
+        scheme, rest = text.split("://", 1)
+        text = f"{scheme}://****@{rest.split('@', 1)[1]}"
+    if isinstance(value, list):
+        text = ",".join(str(v) for v in value)
+    if isinstance(value, dict):
+        text = ", ".join(f"{k}={'/'.join(map(str, v))}" for k, v in value.items())
+    return text

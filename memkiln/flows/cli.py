@@ -1,22 +1,37 @@
 """The ``memkiln`` command line.
 
-Errors a user can cause become one line on stderr and exit code 2; Prefect is only started
-by the commands that run a flow.
+Every option maps onto one setting of ``memkiln.settings`` and has no default of its own:
+only the options given on the command line are passed, so the environment, the config file
+and the defaults apply to the rest. Exit codes: 0 all done; 1 some sessions or projects
+failed; 2 a usage or configuration error (one line on stderr); 3 the database is held by
+another run; 128 + N when stopped by signal N (the run record is closed as ``interrupted``).
+Prefect is only started by the commands that run a flow, after the store is held.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+from collections.abc import Callable, Sequence
+from importlib.metadata import version as package_version
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
 from rich.table import Table
 
-from memkiln.errors import ConfigError, MemkilnError
-from memkiln.settings import DEFAULT_DB, DEFAULT_OUT, Settings, check_backend, load_settings
+from memkiln.errors import ConfigError, Interrupted, MemkilnError, StoreLockedError
+from memkiln.settings import Options, Settings, Source, check_backend, env_name, load_settings
+from memkiln.transforms.report import EXIT_LOCKED, EXIT_OK, EXIT_USAGE, Section
+
+try:  # typer >= 0.23 carries its own copy of click
+    from typer._click import exceptions as click_errors
+except ImportError:  # pragma: no cover
+    from click import exceptions as click_errors  # type: ignore[no-redef]
+
+T = TypeVar("T")
 
 app = typer.Typer(
     name="memkiln",
@@ -27,38 +42,120 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
 )
 
+MIB = 1024 * 1024
+
+#: Command-line parameter -> (setting, option). Every option of every command that sets a
+#: setting is here; ``--batch-mb`` is the one given in other units (MiB) than its setting.
+CLI_OPTIONS: dict[str, tuple[str, str]] = {
+    "db": ("db", "--db"),
+    "archive": ("archive", "--archive"),
+    "out": ("out", "--out"),
+    "batch_mb": ("batch_bytes", "--batch-mb"),
+    "progress": ("progress", "--progress/--no-progress"),
+    "prefect": ("prefect", "--prefect/--no-prefect"),
+    "backend": ("backend", "--backend"),
+    "model": ("model", "--model"),
+    "base_url": ("base_url", "--base-url"),
+    "api": ("api", "--api"),
+    "concurrency": ("concurrency", "--concurrency"),
+    "context_window": ("context_window", "--context-window"),
+    "backfill": ("backfill", "--backfill/--nightly"),
+    "max_age_days": ("max_rollout_age_days", "--max-age-days"),
+    "min_idle_hours": ("min_rollout_idle_hours", "--min-idle-hours"),
+    "max_rollouts": ("max_rollouts_per_run", "--max-rollouts"),
+    "sources": ("sources", "--sources"),
+    "timeout": ("request_timeout_s", "--timeout"),
+    "max_retries": ("max_retries", "--max-retries"),
+}
+CONVERT: dict[str, Callable[[Any], Any]] = {"batch_mb": lambda mb: mb * MIB}
+
+
+def _option(param: str, *names: str, intro: str = "") -> Any:
+    """A ``typer.Option`` for a setting: its help is the setting's description, with the
+    environment variable and the default; the option itself defaults to nothing."""
+    setting, flag = CLI_OPTIONS[param]
+    info = Options.model_fields[setting]
+    default = info.get_default(call_default_factory=True)
+    shown = ",".join(default) if isinstance(default, list) else default
+    if param == "batch_mb":
+        return typer.Option(
+            *names,
+            help="Megabytes (MiB) of raw input loaded and normalized per batch "
+            f"[{env_name(setting)}, in bytes; default: {default // MIB}]",
+            show_default=False,
+        )
+    shown = "none" if shown is None else shown
+    text = f"{intro}{info.description} [{env_name(setting)}; default: {shown}]"
+    return typer.Option(*(names or flag.split("/")), help=text, show_default=False)
+
+
+DbOpt = Annotated[Path | None, _option("db", "--db")]
 ArchiveOpt = Annotated[
-    Path,
+    Path | None,
+    _option("archive", "--archive", "-a"),
+]
+OutOpt = Annotated[Path | None, _option("out", "--out")]
+BatchOpt = Annotated[int | None, _option("batch_mb", "--batch-mb")]
+ProgressOpt = Annotated[bool | None, _option("progress", "--progress/--no-progress")]
+PrefectOpt = Annotated[bool | None, _option("prefect", "--prefect/--no-prefect")]
+BackendOpt = Annotated[str | None, _option("backend", "--backend")]
+ModelOpt = Annotated[str | None, _option("model", "--model")]
+BaseUrlOpt = Annotated[str | None, _option("base_url", "--base-url")]
+ApiOpt = Annotated[str | None, _option("api", "--api")]
+ConcurrencyOpt = Annotated[int | None, _option("concurrency", "--concurrency")]
+WindowOpt = Annotated[int | None, _option("context_window", "--context-window")]
+BackfillOpt = Annotated[
+    bool | None,
+    _option("backfill", "--backfill/--nightly", intro="Nightly: the age limit applies. "),
+]
+MaxAgeOpt = Annotated[float | None, _option("max_age_days", "--max-age-days")]
+IdleOpt = Annotated[float | None, _option("min_idle_hours", "--min-idle-hours")]
+LimitOpt = Annotated[int | None, _option("max_rollouts", "--max-rollouts")]
+SourcesOpt = Annotated[str | None, _option("sources", "--sources")]
+TimeoutOpt = Annotated[float | None, _option("timeout", "--timeout")]
+RetriesOpt = Annotated[int | None, _option("max_retries", "--max-retries")]
+ConfigOpt = Annotated[
+    Path | None,
     typer.Option(
-        "--archive",
-        "-a",
-        help="Directory holding rollout files (*.jsonl, *.jsonl.gz, *.jsonl.zst), searched "
-        "recursively: Codex sessions, Claude Code transcripts and Pi sessions.",
+        "--config",
+        help="TOML file of settings (keys as in 'memkiln config'; relative paths are taken "
+        "from the file's folder) [MEMKILN_CONFIG].",
         show_default=False,
     ),
 ]
-DbOpt = Annotated[
-    Path,
-    typer.Option(
-        "--db",
-        help="DuckDB file holding every stage's output; ingest and run create it if missing.",
-        envvar="MEMKILN_DB",
-    ),
-]
+
+
+def _settings(params: dict[str, Any], config: Path | None = None) -> Settings:
+    """Settings from the options given to a command (``None``: not given) and the other
+    sources."""
+    settings, _ = _settings_and_sources(params, config)
+    return settings
+
+
+def _settings_and_sources(
+    params: dict[str, Any], config: Path | None
+) -> tuple[Settings, dict[str, Source]]:
+    given: dict[str, Any] = {}
+    flags: dict[str, str] = {}
+    for param, value in params.items():
+        if param in CLI_OPTIONS and value is not None:
+            setting, flag = CLI_OPTIONS[param]
+            given[setting] = CONVERT.get(param, lambda v: v)(value)
+            flags[setting] = flag
+    return load_settings(given, flags=flags, config=config)
 
 
 def _prefect_defaults() -> None:
-    """Defaults that make Prefect's ephemeral mode quiet, offline and self-contained.
-
-    Set before anything imports Prefect, which reads its settings at import time.
-    """
-    home = Path(os.environ.get("MEMKILN_HOME", Path.home() / ".memkiln"))
+    """Defaults that make Prefect quiet, offline and self-contained (set before anything
+    imports Prefect, which reads its settings at import time). Run logs (INFO) go to the
+    API, where the UI shows them; the terminal gets warnings only."""
+    home = Path(os.environ.get("MEMKILN_HOME", Path.home() / ".memkiln")).expanduser()
     os.environ.setdefault("PREFECT_HOME", str(home / "prefect"))
     os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
     os.environ.setdefault("DO_NOT_TRACK", "1")
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
-    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "WARNING")
-    os.environ.setdefault("PREFECT_LOGGING_TO_API_ENABLED", "false")
+    os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
+    os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
 
 
 def _prefect_environment() -> None:
@@ -72,359 +169,371 @@ def _prefect_environment() -> None:
         ) from exc
 
 
+def _hold(settings: Settings, *, create: bool, work: Callable[[], T]) -> T:
+    """Hold the store (exit 3 at once if another run does), check it can be written, then
+    start Prefect (if asked) and do the work."""
+    from memkiln.io.lock import hold_store
+
+    if not create and not settings.db.exists():
+        raise ConfigError(
+            f"no database at {settings.db}; run 'memkiln ingest' first (or check --db)"
+        )
+    with hold_store(settings.db):
+        _check_db(settings.db)
+        if settings.prefect:
+            _prefect_environment()
+        return work()
+
+
+def _check_db(db: Path) -> None:
+    """Fail fast, before any flow starts, when the database cannot be opened for writing."""
+    from memkiln.io.store import open_store
+
+    open_store(db).close()
+
+
+def _check_archive(settings: Settings) -> Path:
+    from memkiln.flows.ingest import check_archive
+
+    if settings.archive is None:
+        raise ConfigError(
+            "no archive to ingest: give --archive, MEMKILN_ARCHIVE or archive in the config file"
+        )
+    return check_archive(settings.archive)
+
+
+def _print(sections: Sequence[Section], notes: Sequence[str] = (), caption: str = "") -> None:
+    console = Console()
+    for title, rows in sections:
+        table = Table(title=title, caption=caption, show_header=False)
+        table.add_column("what", style="bold")
+        table.add_column("count", justify="right")
+        for what, value in rows:
+            table.add_row(what, value)
+        console.print(table)
+    for note in notes:
+        console.print(f"[bold red]attention[/]: {note}", highlight=False, soft_wrap=True)
+
+
 @app.command()
 def ingest(
-    archive: ArchiveOpt,
-    db: DbOpt = DEFAULT_DB,
-    batch_mb: Annotated[
-        int, typer.Option(help="Megabytes of raw input loaded and normalized per batch.", min=1)
-    ] = 32,
-    progress: Annotated[
-        bool, typer.Option("--progress/--no-progress", help="Show a progress bar on a terminal.")
-    ] = True,
-    orchestrate: Annotated[
-        bool,
-        typer.Option(
-            "--prefect/--no-prefect",
-            help="Run as a Prefect flow (ephemeral API unless PREFECT_API_URL is set), or in "
-            "this process alone.",
-        ),
-    ] = True,
-) -> None:
+    archive: ArchiveOpt = None,
+    db: DbOpt = None,
+    batch_mb: BatchOpt = None,
+    progress: ProgressOpt = None,
+    prefect: PrefectOpt = None,
+    config: ConfigOpt = None,
+) -> int:
     """Read new and changed rollout files into DuckDB: files, rollouts, items, quarantine.
 
     Files whose path, size and mtime are unchanged since the last ingest are not read again.
     Lines that cannot be read are quarantined with a reason; the run goes on.
     """
-    from memkiln.flows.ingest import check_archive
+    from memkiln.flows.records import ingest_section
 
-    check_archive(archive)
-    settings = load_settings(archive=archive, db=db, batch_bytes=batch_mb * 1024 * 1024)
-    _check_db(settings.db, create=True)
-    if orchestrate:
-        _prefect_environment()
-        from memkiln.flows.ingest import ingest_flow
+    settings = _settings(locals(), config)
+    _check_archive(settings)
 
-        summary = ingest_flow(settings, show_progress=progress)
-    else:
+    def work():  # type: ignore[no-untyped-def]
+        if settings.prefect:
+            from memkiln.flows.ingest import ingest_flow
+
+            return ingest_flow(_options(settings))
         from memkiln.flows.ingest import ingest_archive
         from memkiln.flows.progress import Reporter
 
-        summary = ingest_archive(settings, reporter=Reporter(enabled=progress))
-    _print_ingest_summary(summary, settings)
+        return ingest_archive(settings, reporter=Reporter(enabled=settings.progress))
 
-
-def _check_db(db: Path, *, create: bool = False) -> None:
-    """Fail fast, before any flow starts, when the database cannot be opened for writing;
-    only the commands that fill it (``create``) may create it."""
-    from memkiln.io.store import open_store
-
-    if not create and not db.exists():
-        raise ConfigError(f"no database at {db}; run 'memkiln ingest' first (or check --db)")
-    open_store(db).close()
-
-
-def _print_ingest_summary(summary, settings: Settings) -> None:  # type: ignore[no-untyped-def]
-    console = Console()
-    table = Table(title="memkiln ingest", caption=f"run {summary.run_id[:12]}", show_header=False)
-    table.add_column("what", style="bold")
-    table.add_column("count", justify="right")
-    rows = [
-        ("files seen", summary.files_seen),
-        ("  new", summary.files_new),
-        ("  changed", summary.files_changed),
-        ("  skipped (unchanged)", summary.files_skipped),
-        ("  failed (unreadable, corrupt, binary, not a session)", summary.files_failed),
-        ("MB read", f"{summary.bytes_read / 1e6:,.1f}"),
-        ("rollouts written", summary.rollouts),
-        ("items written", summary.items),
-        ("quarantined (lines and whole files)", summary.quarantined),
-        ("secrets redacted", sum(summary.hits.values())),
-    ]
-    for name, value in rows:
-        table.add_row(name, f"{value:,}" if isinstance(value, int) else str(value))
-    console.print(table)
-    if summary.statuses:
-        statuses = ", ".join(f"{k} {v}" for k, v in sorted(summary.statuses.items()))
-        console.print(f"file outcomes: {statuses}")
+    summary = _hold(settings, create=True, work=work)
+    _print([ingest_section(summary)], caption=f"run {summary.run_id[:12]}")
     if summary.quarantined:
-        console.print(
+        Console().print(
             f"quarantined lines are in the 'quarantine' table of {settings.db} "
             "(view v_quarantine_by_reason)"
         )
+    return EXIT_OK
 
 
-BackendOpt = Annotated[
-    str,
-    typer.Option(
-        "--backend",
-        help="heuristic: offline rule-based extraction (default). openai: any "
-        "OpenAI-compatible endpoint (key from OPENAI_API_KEY).",
-    ),
-]
-ModelOpt = Annotated[str, typer.Option("--model", help="Model name for the openai backend.")]
-BaseUrlOpt = Annotated[
-    str | None,
-    typer.Option("--base-url", help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1."),
-]
-ApiOpt = Annotated[
-    str, typer.Option("--api", help="chat (Chat Completions) or responses (Responses API).")
-]
-ConcurrencyOpt = Annotated[
-    int, typer.Option("--concurrency", min=1, max=256, help="Model requests in flight at most.")
-]
-WindowOpt = Annotated[
-    int | None,
-    typer.Option(
-        "--context-window",
-        min=1000,
-        help="The model's context window in tokens (the input gets 95% x 70%, less when the "
-        "prompt and the output reserve need more of it; default budget 150,000 tokens).",
-    ),
-]
-BackfillOpt = Annotated[
-    bool,
-    typer.Option(
-        "--backfill/--nightly",
-        help="Backfill: take sessions of any age. Nightly (default): only sessions updated in "
-        "the last --max-age-days.",
-    ),
-]
-MaxAgeOpt = Annotated[
-    float, typer.Option("--max-age-days", min=0.01, help="Nightly age limit, in days.")
-]
-IdleOpt = Annotated[
-    float,
-    typer.Option("--min-idle-hours", min=0, help="Skip sessions updated more recently than this."),
-]
-LimitOpt = Annotated[
-    int, typer.Option("--max-rollouts", min=1, help="Extractions per run at most.")
-]
-SourcesOpt = Annotated[
-    str,
-    typer.Option(
-        "--sources", help="Comma-separated session sources to extract (add exec for scripted runs)."
-    ),
-]
-TimeoutOpt = Annotated[
-    float, typer.Option("--timeout", min=0.1, help="Seconds before a model request times out.")
-]
-RetriesOpt = Annotated[
-    int,
-    typer.Option(
-        "--max-retries",
-        min=0,
-        help="Retries of a request after 429, 5xx, timeout or lost connection.",
-    ),
-]
-
-
-def _extract_settings(options: dict[str, object]) -> dict[str, object]:
-    """Map the extraction options a command received onto Settings fields."""
-    sources = [x.strip() for x in str(options["sources"]).split(",") if x.strip()]
-    return {
-        "backend": options["backend"],
-        "model": options["model"],
-        "base_url": options["base_url"],
-        "api": options["api"],
-        "concurrency": options["concurrency"],
-        "context_window": options["context_window"],
-        "backfill": options["backfill"],
-        "max_rollout_age_days": options["max_age_days"],
-        "min_rollout_idle_hours": options["min_idle_hours"],
-        "max_rollouts_per_run": options["max_rollouts"],
-        "sources": sources,
-        "request_timeout_s": options["timeout"],
-        "max_retries": options["max_retries"],
-    }
-
-
-def _print_extract_summary(summary) -> None:  # type: ignore[no-untyped-def]
-    console = Console()
-    table = Table(title="memkiln extract", caption=f"run {summary.run_id[:12]}", show_header=False)
-    table.add_column("what", style="bold")
-    table.add_column("count", justify="right")
-    table.add_row("sessions considered", f"{summary.considered:,}")
-    for decision, n in sorted(summary.decisions.items(), key=lambda kv: -kv[1]):
-        table.add_row(f"  {decision}", f"{n:,}")
-    if summary.orphans_taken_over:
-        table.add_row("jobs taken over from a dead run", f"{summary.orphans_taken_over:,}")
-    table.add_row("model requests", f"{summary.requests:,}")
-    for outcome, n in sorted(summary.outcomes.items()):
-        table.add_row(f"  {outcome}", f"{n:,}")
-    table.add_row("tokens in / out", f"{summary.input_tokens:,} / {summary.output_tokens:,}")
-    table.add_row("cost (USD)", f"{summary.cost_usd:.4f}")
-    console.print(table)
-    if summary.stopped:
-        console.print(f"[bold red]stopped early[/]: {summary.stopped}", highlight=False)
+def _options(settings: Settings) -> Options:
+    """The flows' parameter: the settings as a plain model."""
+    return Options(**dict(settings))
 
 
 @app.command()
 def extract(
-    db: DbOpt = DEFAULT_DB,
-    backend: BackendOpt = "heuristic",
-    model: ModelOpt = "gpt-5-mini",
+    db: DbOpt = None,
+    backend: BackendOpt = None,
+    model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
-    api: ApiOpt = "chat",
-    concurrency: ConcurrencyOpt = 8,
+    api: ApiOpt = None,
+    concurrency: ConcurrencyOpt = None,
     context_window: WindowOpt = None,
-    backfill: BackfillOpt = False,
-    max_age_days: MaxAgeOpt = 10,
-    min_idle_hours: IdleOpt = 6,
-    max_rollouts: LimitOpt = 1000,
-    sources: SourcesOpt = "cli,vscode",
-    timeout: TimeoutOpt = 120,
-    max_retries: RetriesOpt = 4,
-    progress: Annotated[
-        bool, typer.Option("--progress/--no-progress", help="Show a progress bar on a terminal.")
-    ] = True,
-    orchestrate: Annotated[
-        bool, typer.Option("--prefect/--no-prefect", help="Run as a Prefect flow, or in-process.")
-    ] = True,
-) -> None:
+    backfill: BackfillOpt = None,
+    max_age_days: MaxAgeOpt = None,
+    min_idle_hours: IdleOpt = None,
+    max_rollouts: LimitOpt = None,
+    sources: SourcesOpt = None,
+    timeout: TimeoutOpt = None,
+    max_retries: RetriesOpt = None,
+    progress: ProgressOpt = None,
+    prefect: PrefectOpt = None,
+    config: ConfigOpt = None,
+) -> int:
     """Phase 1: extract a memory from every eligible session whose output is not up to date.
 
     Each session is extracted once per version; an interrupted run is resumed by the next.
     Outcomes (succeeded, succeeded_no_output, failed with a reason) are in stage1_attempts.
     """
-    settings = load_settings(db=db, **_extract_settings(locals()))
-    check_backend(settings)
-    _check_db(settings.db)
-    if orchestrate:
-        _prefect_environment()
-        from memkiln.flows.extract import extract_flow
+    from memkiln.flows.records import extract_section, notes, run_exit_code
 
-        summary = extract_flow(settings, show_progress=progress)
-    else:
+    settings = _settings(locals(), config)
+    check_backend(settings)
+
+    def work():  # type: ignore[no-untyped-def]
+        if settings.prefect:
+            from memkiln.flows.extract import extract_flow
+
+            return extract_flow(_options(settings))
         from memkiln.flows.extract import extract_store
         from memkiln.flows.progress import Reporter
 
-        summary = extract_store(settings, reporter=Reporter(enabled=progress))
-    _print_extract_summary(summary)
+        return extract_store(settings, reporter=Reporter(enabled=settings.progress))
+
+    summary = _hold(settings, create=False, work=work)
+    _print([extract_section(summary)], notes(extract=summary), f"run {summary.run_id[:12]}")
+    return run_exit_code(extract=summary)
 
 
 @app.command()
 def run(
-    archive: ArchiveOpt,
-    db: DbOpt = DEFAULT_DB,
-    out: OutOpt = DEFAULT_OUT,
-    backend: BackendOpt = "heuristic",
-    model: ModelOpt = "gpt-5-mini",
+    archive: ArchiveOpt = None,
+    db: DbOpt = None,
+    out: OutOpt = None,
+    batch_mb: BatchOpt = None,
+    backend: BackendOpt = None,
+    model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
-    api: ApiOpt = "chat",
-    concurrency: ConcurrencyOpt = 8,
+    api: ApiOpt = None,
+    concurrency: ConcurrencyOpt = None,
     context_window: WindowOpt = None,
-    backfill: BackfillOpt = False,
-    max_age_days: MaxAgeOpt = 10,
-    min_idle_hours: IdleOpt = 6,
-    max_rollouts: LimitOpt = 1000,
-    sources: SourcesOpt = "cli,vscode",
-    timeout: TimeoutOpt = 120,
-    max_retries: RetriesOpt = 4,
-    progress: Annotated[
-        bool, typer.Option("--progress/--no-progress", help="Show a progress bar on a terminal.")
-    ] = True,
-) -> None:
-    """The whole job as one Prefect flow: ingest, extract, consolidate into memory files."""
-    from memkiln.flows.ingest import check_archive
+    backfill: BackfillOpt = None,
+    max_age_days: MaxAgeOpt = None,
+    min_idle_hours: IdleOpt = None,
+    max_rollouts: LimitOpt = None,
+    sources: SourcesOpt = None,
+    timeout: TimeoutOpt = None,
+    max_retries: RetriesOpt = None,
+    progress: ProgressOpt = None,
+    prefect: PrefectOpt = None,
+    config: ConfigOpt = None,
+) -> int:
+    """The whole job as one Prefect flow: ingest, extract, consolidate into memory files.
 
-    check_archive(archive)
-    settings = load_settings(db=db, archive=archive, out=out, **_extract_settings(locals()))
-    check_backend(settings)
-    _check_db(settings.db, create=True)
-    _check_out(settings.out)
-    _prefect_environment()
-    from memkiln.flows.run import run_flow
-
-    summary = run_flow(settings, show_progress=progress)
-    _print_ingest_summary(summary.ingest, settings)
-    _print_extract_summary(summary.extract)
-    _print_consolidate_summary(summary.consolidate, settings.out)
-
-
-OutOpt = Annotated[
-    Path,
-    typer.Option(
-        "--out", help="Directory the memory files are written to (one folder per project)."
-    ),
-]
-
-
-def _print_consolidate_summary(summary, out: Path) -> None:  # type: ignore[no-untyped-def]
-    console = Console()
-    table = Table(
-        title="memkiln consolidate", caption=f"run {summary.run_id[:12]}", show_header=False
+    This is what a scheduler runs each night (system cron, or 'memkiln serve').
+    """
+    from memkiln.flows.records import (
+        consolidate_section,
+        extract_section,
+        ingest_section,
+        notes,
+        run_exit_code,
     )
-    table.add_column("what", style="bold")
-    table.add_column("count", justify="right")
-    statuses: dict[str, int] = {}
-    for status in summary.projects.values():
-        statuses[status] = statuses.get(status, 0) + 1
-    table.add_row("projects", f"{len(summary.projects):,}")
-    for status, n in sorted(statuses.items()):
-        table.add_row(f"  {status}", f"{n:,}")
-    table.add_row("files written", f"{summary.written:,}")
-    table.add_row("files removed", f"{summary.removed:,}")
-    console.print(table)
-    for project, reason in sorted(summary.failures.items()):
-        console.print(f"[red]failed[/]: {project}: {reason}", highlight=False)
-    console.print(f"memory files: {out}/INDEX.md", highlight=False)
+
+    settings = _settings(locals(), config)
+    _check_archive(settings)
+    check_backend(settings)
+    _check_out(settings.out)
+
+    def work():  # type: ignore[no-untyped-def]
+        if settings.prefect:
+            from memkiln.flows.run import run_flow
+
+            return run_flow(_options(settings))
+        from memkiln.flows.run import run_job
+
+        return run_job(settings)
+
+    summary = _hold(settings, create=True, work=work)
+    sections = [
+        ingest_section(summary.ingest),
+        extract_section(summary.extract),
+        consolidate_section(summary.consolidate),
+    ]
+    _print(
+        sections,
+        notes(extract=summary.extract, consolidate=summary.consolidate),
+        f"run {summary.run_id[:12]}",
+    )
+    Console().print(f"memory files: {settings.out}/INDEX.md", highlight=False)
+    return run_exit_code(extract=summary.extract, consolidate=summary.consolidate)
 
 
 @app.command()
 def consolidate(
-    db: DbOpt = DEFAULT_DB,
-    out: OutOpt = DEFAULT_OUT,
+    db: DbOpt = None,
+    out: OutOpt = None,
     project: Annotated[
         str | None,
         typer.Option("--project", help="Only this project (its key or its folder name)."),
     ] = None,
-    backend: BackendOpt = "heuristic",
-    model: ModelOpt = "gpt-5-mini",
+    backend: BackendOpt = None,
+    model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
     context_window: WindowOpt = None,
-    timeout: TimeoutOpt = 120,
-    max_retries: RetriesOpt = 4,
-    progress: Annotated[
-        bool, typer.Option("--progress/--no-progress", help="Show a progress bar on a terminal.")
-    ] = True,
-    orchestrate: Annotated[
-        bool, typer.Option("--prefect/--no-prefect", help="Run as a Prefect flow, or in-process.")
-    ] = True,
-) -> None:
+    timeout: TimeoutOpt = None,
+    max_retries: RetriesOpt = None,
+    progress: ProgressOpt = None,
+    prefect: PrefectOpt = None,
+    config: ConfigOpt = None,
+) -> int:
     """Phase 2: write each project's memory files from its stage-one memories.
 
     A project whose memories did not change since its last consolidation is not touched.
     """
-    settings = load_settings(
-        db=db, out=out, backend=backend, model=model, base_url=base_url,
-        context_window=context_window, request_timeout_s=timeout, max_retries=max_retries,
-    )  # fmt: skip
-    check_backend(settings)
-    _check_db(settings.db)
-    _check_out(settings.out)
-    if orchestrate:
-        _prefect_environment()
-        from memkiln.flows.consolidate import consolidate_flow
+    from memkiln.flows.records import consolidate_section, notes, run_exit_code
 
-        summary = consolidate_flow(settings, project=project, show_progress=progress)
-    else:
+    settings = _settings(locals(), config)
+    check_backend(settings)
+    _check_out(settings.out)
+
+    def work():  # type: ignore[no-untyped-def]
+        if settings.prefect:
+            from memkiln.flows.consolidate import consolidate_flow
+
+            return consolidate_flow(_options(settings), project)
         from memkiln.flows.consolidate import consolidate_store
         from memkiln.flows.progress import Reporter
 
-        summary = consolidate_store(settings, project=project, reporter=Reporter(enabled=progress))
+        reporter = Reporter(enabled=settings.progress)
+        return consolidate_store(settings, project=project, reporter=reporter)
+
+    summary = _hold(settings, create=False, work=work)
     if project is not None and not summary.projects:
         raise ConfigError(
             f"no project with memories matches {project!r}; "
             f"see {settings.out}/INDEX.md or 'memkiln status' for the projects"
         )
-    _print_consolidate_summary(summary, settings.out)
+    _print([consolidate_section(summary)], notes(consolidate=summary), f"run {summary.run_id[:12]}")
+    Console().print(f"memory files: {settings.out}/INDEX.md", highlight=False)
+    return run_exit_code(consolidate=summary)
 
 
 def _check_out(out: Path) -> None:
     from memkiln.io.memory_files import OutputRoot
 
     OutputRoot(out)
+
+
+@app.command()
+def serve(
+    cron: Annotated[
+        str,
+        typer.Option(
+            "--cron",
+            help="When the nightly run starts (cron syntax, the server's time zone is UTC).",
+        ),
+    ] = "0 3 * * *",
+    name: Annotated[
+        str, typer.Option("--name", help="Name of the deployment in Prefect.")
+    ] = "nightly",
+    archive: ArchiveOpt = None,
+    db: DbOpt = None,
+    out: OutOpt = None,
+    backend: BackendOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Serve the nightly flow (ingest, extract, consolidate) on a cron schedule, from this
+    one long-lived process, against the Prefect server named by PREFECT_API_URL.
+
+    The settings (config file, MEMKILN_* variables, these options) are read once, here,
+    with paths made absolute, and become the deployment's parameters: restart serve after
+    changing them. Each scheduled run shows its summary as an artifact in Prefect's UI.
+    """
+    settings = _settings(locals(), config)
+    settings = settings.model_copy(
+        update={
+            "archive": _check_archive(settings).resolve(),
+            "db": settings.db.expanduser().resolve(),
+            "out": settings.out.expanduser().resolve(),
+            "progress": False,
+        }
+    )
+    check_backend(settings)
+    _check_out(settings.out)
+    if not os.environ.get("PREFECT_API_URL"):
+        raise ConfigError(
+            "serve needs a Prefect server: start one ('prefect server start') and set "
+            "PREFECT_API_URL (e.g. http://127.0.0.1:4200/api); or call 'memkiln run' from cron"
+        )
+    from prefect.client.schemas.schedules import construct_schedule
+
+    try:
+        construct_schedule(cron=cron)
+    except ValueError as exc:
+        raise ConfigError(f"invalid --cron {cron!r}: {str(exc).splitlines()[0]}") from None
+    _prefect_environment()
+    from memkiln.flows.run import run_flow
+
+    parameters = {"options": _options(settings).model_dump(mode="json")}
+    run_flow.serve(name=name, cron=cron, parameters=parameters, pause_on_shutdown=False)
+
+
+@app.command("config")
+def show_config(
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print JSON: {setting: {value, source}}.")
+    ] = False,
+    archive: ArchiveOpt = None,
+    db: DbOpt = None,
+    out: OutOpt = None,
+    batch_mb: BatchOpt = None,
+    backend: BackendOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api: ApiOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    context_window: WindowOpt = None,
+    backfill: BackfillOpt = None,
+    max_age_days: MaxAgeOpt = None,
+    min_idle_hours: IdleOpt = None,
+    max_rollouts: LimitOpt = None,
+    sources: SourcesOpt = None,
+    timeout: TimeoutOpt = None,
+    max_retries: RetriesOpt = None,
+    progress: ProgressOpt = None,
+    prefect: PrefectOpt = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Print the effective settings, each with where its value came from: command line,
+    MEMKILN_* environment variable, config file (--config or MEMKILN_CONFIG), or default.
+
+    Takes every option of the other commands, to show what they would use. Nothing runs.
+    """
+    from memkiln.settings import config_path, masked
+
+    params = {k: v for k, v in locals().items() if k != "as_json"}
+    settings, sources = _settings_and_sources(params, config)
+    values = settings.model_dump(mode="json")
+    if as_json:
+        out = {name: {"value": values[name], "source": str(src)} for name, src in sources.items()}
+        sys.stdout.write(json.dumps(out, indent=1) + "\n")
+        return
+    table = Table(title="memkiln settings", show_header=True)
+    table.add_column("setting", style="bold")
+    table.add_column("value")
+    table.add_column("from")
+    for name, src in sources.items():
+        table.add_row(name, masked(name, getattr(settings, name)), str(src))
+    key = os.environ.get("OPENAI_API_KEY")
+    table.add_row("(api key)", "****" if key else "not set", "environment OPENAI_API_KEY")
+    console = Console()
+    console.print(table)
+    path = config_path(config)
+    console.print(f"config file: {path.resolve() if path else 'none'}", highlight=False)
+    api_url = os.environ.get("PREFECT_API_URL") or "none (ephemeral server per run)"
+    console.print(f"Prefect: home {os.environ['PREFECT_HOME']}, API {api_url}", highlight=False)
 
 
 @app.command()
@@ -435,20 +544,22 @@ def show(
             help="A project key (e.g. github.com/acme/shop or a directory) or its folder name."
         ),
     ],
-    out: OutOpt = DEFAULT_OUT,
+    out: OutOpt = None,
+    config: ConfigOpt = None,
 ) -> None:
     """Print a project's memory_summary.md: what an agent loads at the start of a session."""
     from memkiln.transforms.names import project_dirname
 
+    root = _settings(locals(), config).out
     for folder in (project, project_dirname(project)):
         if "/" in folder or folder in ("", ".", ".."):
             continue
-        path = out / folder / "memory_summary.md"
+        path = root / folder / "memory_summary.md"
         if path.is_file():
             sys.stdout.write(path.read_text(encoding="utf-8"))
             return
     raise MemkilnError(
-        f"no memory for {project!r} under {out}; see {out}/INDEX.md for the projects"
+        f"no memory for {project!r} under {root}; see {root}/INDEX.md for the projects"
     )
 
 
@@ -461,20 +572,12 @@ def render_input(
             show_default=False,
         ),
     ],
-    context_window: Annotated[
-        int | None,
-        typer.Option(
-            "--context-window",
-            help="The model's context window in tokens; the rollout contents get 95% x 70% "
-            "of it, less when the prompt and the output reserve need more. Without it the "
-            "budget is 150,000 tokens.",
-            min=1000,
-        ),
-    ] = None,
+    context_window: WindowOpt = None,
     show_system: Annotated[
         bool,
         typer.Option("--system", help="Print the system prompt before the user message."),
     ] = False,
+    config: ConfigOpt = None,
 ) -> None:
     """Print the exact stage-one user message a model would get for one rollout file.
 
@@ -484,10 +587,11 @@ def render_input(
     from memkiln.io.preview import stage_one_input_for_file
     from memkiln.transforms.redact import load_rules
 
+    settings = _settings({"context_window": context_window}, config)
     result, facts = stage_one_input_for_file(
         file,
-        context_window=context_window,
-        max_output_tokens=load_settings().max_output_tokens,
+        context_window=settings.context_window,
+        max_output_tokens=settings.max_output_tokens,
         rules=load_rules(),
     )
     if show_system:
@@ -514,13 +618,14 @@ def render_input(
 
 
 @app.command()
-def status(db: DbOpt = DEFAULT_DB) -> None:
+def status(db: DbOpt = None, config: ConfigOpt = None) -> None:
     """Show what the DuckDB store holds: table sizes, projects and the last runs."""
     from memkiln.io.store import fetch_pl, open_store, table_counts
 
-    if not Path(db).exists():
-        raise MemkilnError(f"no database at {db}; run 'memkiln ingest' first")
-    con = open_store(db, read_only=True)
+    path = _settings(locals(), config).db
+    if not path.exists():
+        raise MemkilnError(f"no database at {path}; run 'memkiln ingest' first")
+    con = open_store(path, read_only=True)
     try:
         console = Console()
         counts = table_counts(con)
@@ -528,21 +633,76 @@ def status(db: DbOpt = DEFAULT_DB) -> None:
         runs = fetch_pl(
             con,
             "select run_id, command, status, started_at, files_seen, rollouts, items, "
-            "quarantined from v_runs limit 5",
+            "sessions_failed, projects_failed from v_runs limit 5",
         )
         console.print(runs)
     finally:
         con.close()
 
 
-def main() -> None:
-    """Console-script entry point: run the app, turning memkiln errors into one line."""
+def _version(value: bool) -> None:
+    if value:
+        sys.stdout.write(f"memkiln {package_version('memkiln')}\n")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", help="Print memkiln's version and exit.", is_eager=True, callback=_version
+        ),
+    ] = False,
+) -> None:
+    """Turn archives of coding-agent sessions into per-project memory files, keeping every
+    stage in DuckDB."""
+
+
+def _fail(message: str, code: int) -> int:
+    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    return code
+
+
+def run_cli(args: Sequence[str] | None = None) -> int:
+    """Run the app and return the exit code; every error becomes one line on stderr."""
+    from memkiln.flows.ephemeral import stop_ephemeral_server
+    from memkiln.io.signals import interruptible, stopped_line
+
     _prefect_defaults()
+    command = typer.main.get_command(app)
     try:
-        app()
+        with interruptible(on_hard_exit=stop_ephemeral_server):
+            code = command.main(
+                args=list(sys.argv[1:] if args is None else args),
+                prog_name="memkiln",
+                standalone_mode=False,
+            )
+    except click_errors.NoArgsIsHelpError as exc:
+        sys.stdout.write(exc.ctx.get_help() + "\n")  # type: ignore[union-attr]
+        return EXIT_USAGE
+    except click_errors.UsageError as exc:
+        hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""
+        return _fail(f"{exc.format_message()}{hint}", EXIT_USAGE)
+    except click_errors.ClickException as exc:
+        return _fail(exc.format_message(), EXIT_USAGE)
+    except typer.Exit as exc:
+        return int(exc.exit_code)
+    except typer.Abort:
+        return _fail("aborted", 130)
+    except StoreLockedError as exc:
+        return _fail(str(exc), EXIT_LOCKED)
     except MemkilnError as exc:
-        Console(stderr=True).print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
-        sys.exit(2)
+        return _fail(str(exc), EXIT_USAGE)
+    except Interrupted as exc:
+        sys.stderr.write(stopped_line(exc) + "\n")
+        return 128 + exc.signum
+    return code if isinstance(code, int) else EXIT_OK
+
+
+def main() -> None:
+    """Console-script entry point."""
+    sys.exit(run_cli())
 
 
 if __name__ == "__main__":

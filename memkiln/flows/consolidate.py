@@ -18,12 +18,15 @@ import polars as pl
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
+from memkiln.flows.ephemeral import stoppable
 from memkiln.flows.progress import Reporter
+from memkiln.flows.records import consolidate_section, notes, phase_of, publish
 from memkiln.io.backends import OpenAIBackend
 from memkiln.io.consolidator import ProjectOutcome, consolidate_project
+from memkiln.io.lock import hold_store
 from memkiln.io.memory_files import OutputRoot
 from memkiln.io.store import fetch_pl, now, open_store, recorded_run, sql
-from memkiln.settings import Settings
+from memkiln.settings import Options, Settings
 from memkiln.transforms.consolidate import render_index, select_memories, with_stems
 from memkiln.transforms.names import project_dirname
 from memkiln.transforms.redact import load_rules
@@ -40,6 +43,18 @@ class ConsolidateSummary:
     removed: int = 0
     failures: dict[str, str] = field(default_factory=dict)  # project -> reason
 
+    def counters(self) -> dict[str, float]:
+        """The ``runs`` table's counters of this run."""
+        statuses = list(self.projects.values())
+        return {
+            "projects": len(statuses),
+            "projects_written": statuses.count("succeeded"),
+            "projects_skipped": statuses.count("skipped"),
+            "projects_failed": len(self.failures),
+            "files_written": self.written,
+            "files_removed": self.removed,
+        }
+
 
 def consolidate_store(
     settings: Settings, *, project: str | None = None, reporter: Reporter | None = None
@@ -52,7 +67,7 @@ def consolidate_store(
     con = open_store(settings.db)
     summary = ConsolidateSummary()
     try:
-        with recorded_run(con, command="consolidate") as summary.run_id:
+        with recorded_run(con, command="consolidate", counts=summary.counters) as summary.run_id:
             asyncio.run(_consolidate(con, root, settings, backend, project, summary, reporter))
     finally:
         con.close()
@@ -179,16 +194,25 @@ def _record(
     )
 
 
-@task(name="consolidate", cache_policy=NO_CACHE)
+@task(
+    name="consolidate-projects",
+    task_run_name="consolidate into {options.out}",
+    cache_policy=NO_CACHE,
+)
 def consolidate_task(
-    settings: Settings, project: str | None, show_progress: bool
+    options: Options, project: str | None = None, parent_run_id: str | None = None
 ) -> ConsolidateSummary:
-    return consolidate_store(settings, project=project, reporter=Reporter(enabled=show_progress))
+    """Write the memory files of every project whose memories changed."""
+    with phase_of(parent_run_id):
+        settings = Settings.from_options(options)
+        reporter = Reporter(enabled=options.progress)
+        return consolidate_store(settings, project=project, reporter=reporter)
 
 
-@flow(name="memkiln-consolidate", validate_parameters=False)
-def consolidate_flow(
-    settings: Settings, project: str | None = None, show_progress: bool = True
-) -> ConsolidateSummary:
+@flow(name="memkiln-consolidate")
+def consolidate_flow(options: Options, project: str | None = None) -> ConsolidateSummary:
     """Phase 2: per-project memory files."""
-    return consolidate_task(settings, project, show_progress)
+    with hold_store(options.db), stoppable():
+        summary = consolidate_task(options, project)
+    publish("memkiln consolidate", [consolidate_section(summary)], notes(consolidate=summary))
+    return summary

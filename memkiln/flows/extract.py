@@ -24,7 +24,9 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from memkiln.constants import FLUSH_OUTCOMES, FLUSH_SECONDS, PREPARE_CHUNK
+from memkiln.flows.ephemeral import stoppable
 from memkiln.flows.progress import Reporter
+from memkiln.flows.records import extract_section, notes, phase_of, publish
 from memkiln.io.backends import Backend, Request, make_backend
 from memkiln.io.jobs import (
     Finished,
@@ -36,9 +38,10 @@ from memkiln.io.jobs import (
     release_unsent,
     reusable_outputs,
 )
+from memkiln.io.lock import hold_store
 from memkiln.io.store import cursor as store_cursor
 from memkiln.io.store import fetch_pl, now, open_store, recorded_run
-from memkiln.settings import Settings
+from memkiln.settings import Options, Settings
 from memkiln.transforms.filtering import filter_memory_items
 from memkiln.transforms.heuristic import RolloutFacts
 from memkiln.transforms.prompts import STAGE_ONE_PROMPT_VERSION, build_stage_one_input
@@ -66,6 +69,21 @@ class ExtractSummary:
     output_tokens: int = 0
     cost_usd: float = 0.0
     stopped: str | None = None  # why the run stopped before sending every session
+
+    def counters(self) -> dict[str, float]:
+        """The ``runs`` table's counters of this run."""
+        failed = sum(n for key, n in self.outcomes.items() if key.startswith("failed"))
+        return {
+            "sessions_considered": self.considered,
+            "sessions_succeeded": self.outcomes.get("succeeded", 0),
+            "sessions_no_output": self.outcomes.get("succeeded_no_output", 0),
+            "sessions_failed": failed,
+            "sessions_reused": self.outcomes.get("reused", 0),
+            "model_requests": self.requests,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": self.cost_usd,
+        }
 
 
 def policy_from(settings: Settings) -> SelectionPolicy:
@@ -144,7 +162,7 @@ def extract_store(
     con = open_store(settings.db)
     summary = ExtractSummary()
     try:
-        with recorded_run(con, command="extract") as summary.run_id:
+        with recorded_run(con, command="extract", counts=summary.counters) as summary.run_id:
             asyncio.run(_extract(con, settings, backend, rules, summary, reporter))
     finally:
         con.close()
@@ -308,12 +326,22 @@ def _release_unsent(con: duckdb.DuckDBPyConnection, run_id: str) -> int:
         return release_unsent(cur, run_id=run_id)
 
 
-@task(name="extract", cache_policy=NO_CACHE)
-def extract_task(settings: Settings, show_progress: bool) -> ExtractSummary:
-    return extract_store(settings, reporter=Reporter(enabled=show_progress))
+@task(
+    name="extract-sessions",
+    task_run_name="extract with {options.backend}",
+    cache_policy=NO_CACHE,
+)
+def extract_task(options: Options, parent_run_id: str | None = None) -> ExtractSummary:
+    """Stage one over the eligible sessions whose output is not up to date."""
+    with phase_of(parent_run_id):
+        settings = Settings.from_options(options)
+        return extract_store(settings, reporter=Reporter(enabled=options.progress))
 
 
-@flow(name="memkiln-extract", validate_parameters=False)
-def extract_flow(settings: Settings, show_progress: bool = True) -> ExtractSummary:
+@flow(name="memkiln-extract")
+def extract_flow(options: Options) -> ExtractSummary:
     """Stage one over the sessions in the store."""
-    return extract_task(settings, show_progress)
+    with hold_store(options.db), stoppable():
+        summary = extract_task(options)
+    publish("memkiln extract", [extract_section(summary)], notes(extract=summary))
+    return summary

@@ -20,11 +20,14 @@ from prefect.cache_policies import NO_CACHE
 
 from memkiln.constants import INGEST_BATCH_FILES
 from memkiln.errors import ConfigError
+from memkiln.flows.ephemeral import stoppable
 from memkiln.flows.progress import Reporter
+from memkiln.flows.records import ingest_section, phase_of, publish
 from memkiln.io.archive import discover
 from memkiln.io.loader import BatchResult, prepared_batches, write_batch
+from memkiln.io.lock import hold_store
 from memkiln.io.store import fetch_pl, open_store, recorded_run
-from memkiln.settings import Settings
+from memkiln.settings import Options, Settings
 from memkiln.transforms.plan import FOUND_SCHEMA, batches, plan_files
 from memkiln.transforms.redact import load_rules
 
@@ -46,7 +49,7 @@ class IngestSummary:
     statuses: dict[str, int] = field(default_factory=dict)
     hits: dict[str, int] = field(default_factory=dict)
 
-    def counters(self) -> dict[str, int]:
+    def counters(self) -> dict[str, float]:
         return {
             "files_seen": self.files_seen,
             "files_new": self.files_new,
@@ -57,6 +60,7 @@ class IngestSummary:
             "rollouts": self.rollouts,
             "items": self.items,
             "quarantined": self.quarantined,
+            "secrets_redacted": sum(self.hits.values()),
         }
 
 
@@ -130,12 +134,23 @@ def _ingest(
     summary.hits = dict(hits)
 
 
-@task(name="ingest-archive", cache_policy=NO_CACHE, log_prints=False)
-def ingest_task(settings: Settings, show_progress: bool) -> IngestSummary:
-    return ingest_archive(settings, reporter=Reporter(enabled=show_progress))
+@task(
+    name="ingest-archive",
+    task_run_name="ingest {options.archive}",
+    cache_policy=NO_CACHE,
+    log_prints=False,
+)
+def ingest_task(options: Options, parent_run_id: str | None = None) -> IngestSummary:
+    """Read new and changed files of the archive into the store."""
+    with phase_of(parent_run_id):
+        settings = Settings.from_options(options)
+        return ingest_archive(settings, reporter=Reporter(enabled=options.progress))
 
 
-@flow(name="memkiln-ingest", log_prints=False, validate_parameters=False)
-def ingest_flow(settings: Settings, show_progress: bool = True) -> IngestSummary:
+@flow(name="memkiln-ingest", log_prints=False)
+def ingest_flow(options: Options) -> IngestSummary:
     """Ingest an archive of rollouts into the DuckDB store."""
-    return ingest_task(settings, show_progress)
+    with hold_store(options.db), stoppable():
+        summary = ingest_task(options)
+    publish("memkiln ingest", [ingest_section(summary)])
+    return summary

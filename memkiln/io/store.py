@@ -5,10 +5,12 @@ One process at a time can hold a DuckDB file; memkiln's flow process is that sin
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from functools import cache
 from importlib import resources
@@ -37,6 +39,29 @@ RUN_COUNTERS = (
     "rollouts",
     "items",
     "quarantined",
+    "secrets_redacted",
+    "sessions_considered",
+    "sessions_succeeded",
+    "sessions_no_output",
+    "sessions_failed",
+    "sessions_reused",
+    "model_requests",
+    "input_tokens",
+    "output_tokens",
+    "cost_usd",
+    "projects",
+    "projects_written",
+    "projects_skipped",
+    "projects_failed",
+    "files_written",
+    "files_removed",
+)
+
+#: What a new run record is linked to: the ``memkiln run`` it is a phase of
+#: (``parent_run_id``) and the Prefect flow run it runs in (``flow_run_id``). Set by the flows
+#: around a phase, read by ``start_run``.
+_RUN_LINKS: ContextVar[tuple[str | None, str | None]] = ContextVar(
+    "memkiln_run_links", default=(None, None)
 )
 
 
@@ -164,13 +189,43 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
+@contextmanager
+def linked_runs(
+    *, parent_run_id: str | None = None, flow_run_id: str | None = None
+) -> Iterator[None]:
+    """Runs recorded inside the block carry these links (see ``_RUN_LINKS``)."""
+    token = _RUN_LINKS.set((parent_run_id, flow_run_id))
+    try:
+        yield
+    finally:
+        _RUN_LINKS.reset(token)
+
+
 def start_run(con: duckdb.DuckDBPyConnection, *, command: str, archive: str | None = None) -> str:
-    """Record a new run as ``running`` and return its id."""
+    """Record a new run as ``running`` and return its id.
+
+    The caller holds the store (``memkiln.io.lock.hold_store``), so any other run still
+    ``running``, except this run's parent, was left by a process that is gone: it is closed
+    as ``abandoned`` here.
+    """
     run_id = uuid.uuid4().hex
+    parent, flow_run = _RUN_LINKS.get()
     con.execute(
-        "insert into runs (run_id, command, archive, started_at, status) "
-        "values ($run_id, $command, $archive, $started_at, 'running')",
-        {"run_id": run_id, "command": command, "archive": archive, "started_at": now()},
+        sql("close_abandoned_runs"), {"run_id": run_id, "parent_run_id": parent, "at": now()}
+    )
+    con.execute(
+        "insert into runs (run_id, command, archive, started_at, status, parent_run_id, "
+        "flow_run_id, pid) values ($run_id, $command, $archive, $started_at, 'running', "
+        "$parent, $flow_run, $pid)",
+        {
+            "run_id": run_id,
+            "command": command,
+            "archive": archive,
+            "started_at": now(),
+            "parent": parent,
+            "flow_run": flow_run,
+            "pid": os.getpid(),
+        },
     )
     return run_id
 
@@ -180,7 +235,7 @@ def finish_run(
     run_id: str,
     *,
     status: str,
-    counts: dict[str, int],
+    counts: dict[str, float],
     error: str | None = None,
 ) -> None:
     """Close a run with its status and counters."""
@@ -213,20 +268,65 @@ def recorded_run(
     *,
     command: str,
     archive: str | None = None,
-    counts: Callable[[], dict[str, int]] = dict,
+    counts: Callable[[], dict[str, float]] = dict,
 ) -> Iterator[str]:
-    """Record a run around a block: ``running`` on entry, then ``succeeded`` with its counts,
-    or ``failed`` with the (redacted) error, which is raised again."""
-    from memkiln.transforms.redact import load_rules, redact_text
-
+    """Record a run around a block: ``running`` on entry, then ``succeeded`` with its counts;
+    ``interrupted`` (SIGTERM, SIGINT) or ``failed`` with the (redacted) error, which is raised
+    again. A run that stops early hands back the stage-one jobs it still holds."""
     run_id = start_run(con, command=command, archive=archive)
     try:
         yield run_id
     except BaseException as exc:
-        error = redact_text(f"{type(exc).__name__}: {exc}"[:500], rules=load_rules())
-        finish_run(con, run_id, status="failed", counts=counts(), error=error)
+        _close_stopped_run(con, run_id, exc, counts())
         raise
     finish_run(con, run_id, status="succeeded", counts=counts())
+
+
+@contextmanager
+def recorded_parent_run(
+    db: Path,
+    *,
+    command: str,
+    archive: str | None = None,
+    counts: Callable[[], dict[str, float]] = dict,
+) -> Iterator[str]:
+    """Like ``recorded_run`` for a run made of phases that open the store themselves (the
+    store is opened only to start and to close the record)."""
+    con = open_store(db)
+    try:
+        run_id = start_run(con, command=command, archive=archive)
+    finally:
+        con.close()
+    try:
+        yield run_id
+    except BaseException as exc:
+        con = open_store(db)
+        try:
+            _close_stopped_run(con, run_id, exc, counts())
+        finally:
+            con.close()
+        raise
+    con = open_store(db)
+    try:
+        finish_run(con, run_id, status="succeeded", counts=counts())
+    finally:
+        con.close()
+
+
+def _close_stopped_run(
+    con: duckdb.DuckDBPyConnection, run_id: str, exc: BaseException, counts: dict[str, float]
+) -> None:
+    from memkiln.io.signals import stop_request
+    from memkiln.transforms.redact import load_rules, redact_text
+
+    signal_name = stop_request(exc)
+    if signal_name is not None:
+        status, error = "interrupted", f"interrupted by {signal_name}"
+    else:
+        status = "failed"
+        error = redact_text(f"{type(exc).__name__}: {exc}"[:500], rules=load_rules())
+    con.execute(sql("release_run_leases"), {"run_id": run_id, "at": now()})
+    finish_run(con, run_id, status=status, counts=counts, error=error)
 
 
 def table_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:

@@ -1,20 +1,41 @@
--- Runs, newest first, with their duration.
+-- Runs, newest first, with their duration. The phases of one `memkiln run` share
+-- `parent_run_id` (the run's own row); `flow_run_id` is the Prefect flow run.
 create or replace view v_runs as
 select
     run_id,
+    parent_run_id,
     command,
     status,
     started_at,
     ended_at,
     date_diff('millisecond', started_at, ended_at) / 1000.0 as seconds,
+    flow_run_id,
+    pid,
     files_seen,
     files_new,
     files_changed,
     files_skipped,
     files_failed,
+    bytes_read,
     rollouts,
     items,
     quarantined,
+    secrets_redacted,
+    sessions_considered,
+    sessions_succeeded,
+    sessions_no_output,
+    sessions_failed,
+    sessions_reused,
+    model_requests,
+    input_tokens,
+    output_tokens,
+    cost_usd,
+    projects,
+    projects_written,
+    projects_skipped,
+    projects_failed,
+    files_written,
+    files_removed,
     error
 from runs
 order by started_at desc;

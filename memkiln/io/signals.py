@@ -1,0 +1,93 @@
+"""Stopping on request: SIGTERM (what a scheduler sends) and SIGINT (Ctrl-C).
+
+Inside ``interruptible()``, the first signal raises ``Interrupted`` in the main thread, so
+the run unwinds normally: the run record is closed as ``interrupted``, leases are handed
+back, the database is closed. If the process is still alive ``GRACE_SECONDS`` later, or a
+second signal arrives, ``on_hard_exit`` stops what the process started and it exits at once.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from types import FrameType
+
+from memkiln.errors import Interrupted
+
+#: Seconds a run may take to unwind after a signal before the process exits regardless.
+GRACE_SECONDS = 20.0
+
+HANDLED = (signal.SIGTERM, signal.SIGINT)
+
+_received: list[int] = []  # signals received by this process (the first one counts)
+_hard_exit_hooks: list[Callable[[], None]] = []
+
+
+def _hard_exit(code: int) -> None:
+    """Stop what this process started, then exit now, skipping Python's shutdown."""
+    try:
+        for hook in _hard_exit_hooks:
+            hook()
+    finally:
+        sys.stderr.flush()
+        os._exit(code)
+
+
+def _handler(signum: int, frame: FrameType | None) -> None:
+    if _received:  # a second signal: no more waiting
+        _hard_exit(128 + signum)
+    _received.append(signum)
+    timer = threading.Timer(GRACE_SECONDS, _hard_exit, args=(128 + signum,))
+    timer.daemon = True
+    timer.start()
+    raise Interrupted(signum, signal.Signals(signum).name)
+
+
+@contextmanager
+def interruptible(on_hard_exit: Callable[[], None] | None = None) -> Iterator[None]:
+    """Turn SIGTERM and SIGINT into ``Interrupted`` while the block runs (in the main
+    thread; elsewhere nothing changes). Blocks nest: an inner block re-installs the handler
+    when something in between (Prefect's flow engine does, for SIGTERM) replaced it."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    if on_hard_exit is not None:
+        _hard_exit_hooks.append(on_hard_exit)
+    previous = {sig: signal.signal(sig, _handler) for sig in HANDLED}
+    try:
+        yield
+    finally:
+        for sig, old in previous.items():
+            signal.signal(sig, old)
+        if on_hard_exit is not None:
+            _hard_exit_hooks.remove(on_hard_exit)
+
+
+def stop_request(exc: BaseException) -> str | None:
+    """The signal's name when ``exc`` means the process was asked to stop, else ``None``.
+
+    Inside a flow run Prefect installs its own SIGTERM handler, which raises its
+    ``TerminationSignal`` (and then re-sends the signal to the handler above)."""
+    if isinstance(exc, Interrupted):
+        return exc.name
+    if isinstance(exc, KeyboardInterrupt):
+        return "SIGINT"
+    prefect_errors = sys.modules.get("prefect.exceptions")
+    if prefect_errors is not None and isinstance(exc, prefect_errors.TerminationSignal):
+        return signal.Signals(exc.signal).name
+    return None
+
+
+def exit_now(exc: Interrupted, message: str) -> None:
+    """Print ``message`` and exit at once with the signal's code (see ``_hard_exit``)."""
+    sys.stderr.write(message + "\n")
+    _hard_exit(128 + exc.signum)
+
+
+def stopped_line(exc: Interrupted) -> str:
+    """The one line the CLI prints for a run stopped by a signal."""
+    return f"error: {exc}: the run was stopped and its record closed as 'interrupted'"
