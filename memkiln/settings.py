@@ -44,6 +44,9 @@ PATH_FIELDS = ("db", "archive", "out")
 
 ENV_PREFIX = "MEMKILN_"
 CONFIG_ENV = "MEMKILN_CONFIG"
+#: ``MEMKILN_*`` variables that are not settings: the config file, and the home of
+#: Prefect's state (read before the settings, see ``memkiln.flows.cli``).
+OTHER_ENV = (CONFIG_ENV, "MEMKILN_HOME")
 
 
 class Options(BaseModel):
@@ -102,7 +105,7 @@ class Options(BaseModel):
     )
     context_window: int | None = Field(
         None,
-        ge=1000,
+        gt=0,
         description="The model's context window in tokens (the input gets 95% x 70%, less when "
         "the prompt and the output reserve need more; unset: a 150,000-token budget).",
     )
@@ -146,9 +149,12 @@ class TomlFileSource(PydanticBaseSettingsSource):
     relative paths are taken from the file's folder, so a scheduled run does not depend on
     the directory it starts in."""
 
-    def __init__(self, settings_cls: type[BaseSettings], path: Path | None) -> None:
+    def __init__(
+        self, settings_cls: type[BaseSettings], path: Path | None, origin: str = CONFIG_ENV
+    ) -> None:
         super().__init__(settings_cls)
         self.path = path
+        self.origin = origin  # how the file was named, for messages
 
     def get_field_value(self, field: Any, field_name: str) -> tuple[Any, str, bool]:
         return None, field_name, False  # unused: __call__ reads the whole file
@@ -156,14 +162,15 @@ class TomlFileSource(PydanticBaseSettingsSource):
     def __call__(self) -> dict[str, Any]:
         if self.path is None:
             return {}
+        name = f"config file {self.path} ({self.origin})"
         try:
             data = tomllib.loads(self.path.read_text(encoding="utf-8"))
         except FileNotFoundError:
-            raise ConfigError(f"config file {self.path} does not exist") from None
+            raise ConfigError(f"{name} does not exist") from None
         except (OSError, UnicodeDecodeError) as exc:
-            raise ConfigError(f"config file {self.path} cannot be read: {exc}") from None
+            raise ConfigError(f"{name} cannot be read: {exc}") from None
         except tomllib.TOMLDecodeError as exc:
-            raise ConfigError(f"config file {self.path} is not valid TOML: {exc}") from None
+            raise ConfigError(f"{name} is not valid TOML: {exc}") from None
         base = self.path.resolve().parent
         for name in PATH_FIELDS:
             value = data.get(name)
@@ -237,7 +244,13 @@ def load_settings(
     cli = cli or {}
     flags = flags or {}
     path = config_path(config)
-    from_file = TomlFileSource(Settings, path)()
+    from_file = TomlFileSource(Settings, path, "--config" if config else CONFIG_ENV)()
+    known = {env_name(name) for name in Settings.model_fields} | set(OTHER_ENV)
+    unknown = sorted(
+        k for k in os.environ if k.upper().startswith(ENV_PREFIX) and k.upper() not in known
+    )
+    if unknown:
+        raise ConfigError(f"unknown setting {unknown[0]} (environment); see 'memkiln config'")
     try:
         from_env = EnvSettingsSource(Settings)()
     except SettingsError as exc:  # e.g. MEMKILN_PRICES that is not JSON

@@ -1,25 +1,38 @@
-"""The command line as a user meets it: help text, one-line errors, exit codes."""
+"""The command line as a user meets it: help text, one-line errors, exit codes, settings
+from every source. Commands run through the installed ``memkiln`` console script."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer.main
 
-from memkiln.flows.cli import app
+from memkiln.flows.cli import CLI_OPTIONS, MIB, app
+from memkiln.settings import Options
+
+#: The console script installed beside this Python (``pip install -e .``).
+MEMKILN = str(Path(sys.executable).with_name("memkiln"))
 
 
-def memkiln(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+def memkiln(
+    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    base = {
+        k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_") or k == "MEMKILN_HOME"
+    }
     return subprocess.run(
-        [sys.executable, "-m", "memkiln.flows.cli", *args],
+        [MEMKILN, *args],
         capture_output=True,
         text=True,
         timeout=300,
-        env={**os.environ, **(env or {})},
+        env={**base, **(env or {})},
+        cwd=cwd,
     )
 
 
@@ -87,7 +100,7 @@ def test_run_is_the_whole_job_as_one_prefect_flow(sample_archive: Path, tmp_path
     assert len([p for p in out.iterdir() if p.is_dir()]) >= 4
 
 
-def test_a_database_held_by_another_process_is_one_line_and_exit_2(tmp_path: Path) -> None:
+def test_a_database_held_by_another_process_is_one_line_and_exit_3(tmp_path: Path) -> None:
     from memkiln.io.store import open_store
 
     db = tmp_path / "m.duckdb"
@@ -96,7 +109,8 @@ def test_a_database_held_by_another_process_is_one_line_and_exit_2(tmp_path: Pat
         result = memkiln("status", "--db", str(db))
     finally:
         holder.close()
-    assert result.returncode == 2
+    assert result.returncode == 3
+    assert len(result.stderr.strip().splitlines()) == 1
     assert "in use by another process" in result.stderr
     assert "Traceback" not in result.stderr
 
@@ -140,8 +154,7 @@ def test_a_missing_api_key_is_reported_before_anything_runs(
     db = tmp_path / "m.duckdb"
     for args in (["extract"], ["run", "--archive", str(sample_archive)]):
         result = subprocess.run(
-            [sys.executable, "-m", "memkiln.flows.cli", *args, "--db", str(db),
-             "--backend", "openai", "--no-progress"],
+            [MEMKILN, *args, "--db", str(db), "--backend", "openai", "--no-progress"],
             capture_output=True, text=True, timeout=300, env=env,
         )  # fmt: skip
         one_line_error(result, "OPENAI_API_KEY")
@@ -177,3 +190,149 @@ def test_consolidating_a_project_that_matches_nothing_says_so(
     )  # fmt: skip
     one_line_error(result, "no project", "no/such/project")
     assert (out / "INDEX.md").read_bytes() == index
+
+
+#: Options that are not settings: what one invocation acts on or prints.
+NOT_SETTINGS = {"help", "project", "show_system", "as_json", "cron", "name", "config", "version"}
+
+
+def test_every_option_of_every_command_is_a_setting_without_a_default_of_its_own() -> None:
+    group = typer.main.get_command(app)
+    for name, command in group.commands.items():  # type: ignore[attr-defined]
+        for param in command.params:
+            if param.param_type_name != "option" or param.name in NOT_SETTINGS:
+                continue
+            assert param.name in CLI_OPTIONS, f"{name} --{param.name} maps onto no setting"
+            assert param.default is None, f"{name} --{param.name} has a default of its own"
+
+
+# One value per source for every setting that has an option, as (config, env, command line).
+FOUR_SOURCES: dict[str, tuple[Any, Any, Any]] = {
+    "db": ("cfg.duckdb", "/e/env.duckdb", "/c/cli.duckdb"),
+    "archive": ("cfg-archive", "/e/archive", "/c/archive"),
+    "out": ("cfg-out", "/e/out", "/c/out"),
+    "batch_mb": (1, 2, 3),
+    "progress": (False, True, False),
+    "prefect": (False, True, False),
+    "backend": ("openai", "heuristic", "openai"),
+    "model": ("cfg-model", "env-model", "cli-model"),
+    "base_url": ("http://cfg/v1", "http://env/v1", "http://cli/v1"),
+    "api": ("responses", "chat", "responses"),
+    "concurrency": (3, 5, 7),
+    "context_window": (100000, 200000, 300000),
+    "backfill": (True, False, True),
+    "max_age_days": (2.5, 3.5, 4.5),
+    "min_idle_hours": (0.5, 1.5, 2.5),
+    "max_rollouts": (11, 22, 33),
+    "sources": (["exec"], ["cli", "mcp"], ["vscode"]),
+    "timeout": (11.0, 22.0, 33.0),
+    "max_retries": (1, 2, 3),
+}
+
+
+def _setting_value(param: str, value: Any) -> Any:
+    return value * MIB if param == "batch_mb" else value
+
+
+def _cli_args(param: str, value: Any) -> list[str]:
+    flag = CLI_OPTIONS[param][1]
+    if "/" in flag:
+        on, off = flag.split("/")
+        return [on if value else off]
+    return [flag, ",".join(value) if isinstance(value, list) else str(value)]
+
+
+def _env_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return ",".join(value) if isinstance(value, list) else str(value)
+
+
+def test_every_setting_with_an_option_takes_the_value_of_its_highest_source(
+    tmp_path: Path,
+) -> None:
+    assert set(FOUR_SOURCES) == set(CLI_OPTIONS)
+    folder = tmp_path / "etc"
+    folder.mkdir()
+    config = folder / "memkiln.toml"
+    lines = []
+    for param, (cfg, _, _) in FOUR_SOURCES.items():
+        setting = CLI_OPTIONS[param][0]
+        lines.append(f"{setting} = {json.dumps(_setting_value(param, cfg))}")
+    config.write_text("\n".join(lines) + "\n")
+    env = {
+        f"MEMKILN_{CLI_OPTIONS[p][0].upper()}": _env_text(_setting_value(p, e))
+        for p, (_, e, _) in FOUR_SOURCES.items()
+    }
+    cli = [arg for p, (_, _, c) in FOUR_SOURCES.items() for arg in _cli_args(p, c)]
+    runs = {
+        "default": memkiln("config", "--json", cwd=tmp_path),
+        "config": memkiln("config", "--json", env={"MEMKILN_CONFIG": str(config)}, cwd=tmp_path),
+        "env": memkiln(
+            "config", "--json", env={"MEMKILN_CONFIG": str(config), **env}, cwd=tmp_path
+        ),
+        "cli": memkiln(
+            "config", "--json", *cli, env={"MEMKILN_CONFIG": str(config), **env}, cwd=tmp_path
+        ),
+    }
+    for layer, result in runs.items():
+        assert result.returncode == 0, result.stderr
+        shown = json.loads(result.stdout)
+        for param, values in FOUR_SOURCES.items():
+            setting = CLI_OPTIONS[param][0]
+            got = shown[setting]
+            if layer == "default":
+                want = Options.model_fields[setting].get_default(call_default_factory=True)
+                want = str(want) if isinstance(want, Path) else want
+                assert (got["value"], got["source"]) == (want, "default"), setting
+                continue
+            value = _setting_value(param, values[("config", "env", "cli").index(layer)])
+            if layer == "config" and setting in ("db", "archive", "out"):
+                value = str(folder / value)  # relative to the config file's folder
+            source = {
+                "config": f"config file {config}",
+                "env": f"environment MEMKILN_{setting.upper()}",
+                "cli": f"command line {CLI_OPTIONS[param][1]}",
+            }[layer]
+            assert (got["value"], got["source"]) == (value, source), (layer, setting)
+
+
+def test_a_config_file_sets_the_database_archive_output_and_backfill_of_a_run(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    config = tmp_path / "etc" / "memkiln.toml"
+    config.parent.mkdir()
+    config.write_text(
+        f'db = "../state/m.duckdb"\nout = "../memories"\narchive = "{sample_archive}"\n'
+        "backfill = true\nprefect = false\nprogress = false\n"
+    )
+    elsewhere = tmp_path / "cwd"
+    elsewhere.mkdir()
+    result = memkiln("run", env={"MEMKILN_CONFIG": str(config)}, cwd=elsewhere)
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "state" / "m.duckdb").is_file()
+    assert (tmp_path / "memories" / "INDEX.md").is_file()  # backfill: the old samples count
+    assert not (elsewhere / "data").exists()
+
+
+def test_the_backend_named_in_the_environment_is_the_one_used(tmp_path: Path) -> None:
+    db = tmp_path / "m.duckdb"
+    from memkiln.io.store import open_store
+
+    open_store(db).close()
+    env = {"MEMKILN_BACKEND": "openai", "MEMKILN_DB": str(db), "OPENAI_API_KEY": ""}
+    result = memkiln("extract", env=env)
+    one_line_error(result, "OPENAI_API_KEY")
+
+
+def test_version_prints_the_installed_version() -> None:
+    from importlib.metadata import version
+
+    result = memkiln("--version")
+    assert result.returncode == 0
+    assert result.stdout.strip() == f"memkiln {version('memkiln')}"
+
+
+def test_a_value_of_the_wrong_type_on_the_command_line_is_one_line(tmp_path: Path) -> None:
+    result = memkiln("extract", "--concurrency", "many", "--db", str(tmp_path / "m.duckdb"))
+    one_line_error(result, "--concurrency", "integer")
