@@ -7,8 +7,9 @@
 5. close the run record with every phase's counters; publish the summary
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations`` here: a served flow runs in a spawned process
+# that gets the flow function pickled by value, with only the globals its body uses, so the
+# parameter annotation must be the ``Options`` class itself, not the string "Options".
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
