@@ -1,0 +1,291 @@
+"""Running unattended, as a scheduler runs it: one run per database at a time, stopping on
+SIGTERM with honest records and nothing left alive, records of dead runs closed by the next
+run, and ``memkiln serve`` against a real Prefect server. Every run goes through the
+installed ``memkiln`` console script."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import duckdb
+import httpx
+import psutil
+import pytest
+
+from tests.builders import codex_lines, uid, write_rollout
+from tests.fake_openai import FakeOpenAI
+from tests.flows.test_cli import MEMKILN
+
+#: How long a stopped run may take to exit (it takes a few seconds; this is a hang guard).
+EXIT_TIMEOUT = 60
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_")}
+    return {**base, "MEMKILN_HOME": os.environ["MEMKILN_HOME"], **extra}
+
+
+def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    """A ``memkiln`` process in its own process group, as a scheduler starts one."""
+    return subprocess.Popen(
+        [MEMKILN, *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env or clean_env(),
+        start_new_session=True,
+    )
+
+
+def runs(db: Path) -> list[tuple[str, str]]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute("select command, status from runs order by started_at").fetchall()
+
+
+def big_archive(path: Path, *, sessions: int = 120, kb: int = 400) -> Path:
+    """Sessions with long command outputs: enough bytes for an ingest of a few seconds."""
+    at = datetime.now(UTC) - timedelta(days=1)
+    output = ("compiling module ok; " * 50 + "\n") * (kb * 1024 // 1050)
+    for i in range(sessions):
+        lines = codex_lines(uid(i), request=f"build part {i}", at=at, calls=[("make", output)])
+        write_rollout(path, uid(i), lines, at + timedelta(minutes=i))
+    return path
+
+
+def stop_when(
+    proc: subprocess.Popen[str], ready: Callable[[psutil.Process], bool], *, group: bool
+) -> tuple[list[psutil.Process], str]:
+    """Wait until ``ready``, then SIGTERM the process (or its whole group, as systemd and
+    cron's session end do); return its children at that moment and its stderr."""
+    me = psutil.Process(proc.pid)
+    deadline = time.monotonic() + 300
+    while not ready(me):
+        assert proc.poll() is None, f"ended before the signal: {proc.communicate()}"
+        assert time.monotonic() < deadline, "never reached the phase to interrupt"
+        time.sleep(0.02)
+    children = me.children(recursive=True)
+    if group:
+        os.killpg(proc.pid, signal.SIGTERM)
+    else:
+        proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=EXIT_TIMEOUT)  # a hang fails here
+    return children, err
+
+
+def alive(processes: list[psutil.Process]) -> list[psutil.Process]:
+    time.sleep(0.5)
+    return [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+
+
+def reading_archive(archive: Path) -> Callable[[psutil.Process], bool]:
+    def ready(p: psutil.Process) -> bool:
+        try:
+            return any(str(archive) in f.path for f in p.open_files())
+        except psutil.Error:
+            return False
+
+    return ready
+
+
+def assert_stopped_cleanly(
+    proc: subprocess.Popen[str], err: str, children: list[psutil.Process]
+) -> None:
+    assert proc.returncode == 128 + signal.SIGTERM, err
+    assert err.strip().splitlines()[-1].startswith("error: interrupted by SIGTERM"), err
+    assert "Traceback" not in err
+    assert not alive(children), "a child of the stopped run is still alive"
+
+
+def test_two_runs_started_half_a_second_apart_one_finishes_the_other_exits_3(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "m.duckdb"
+    args = ("run", "--archive", str(sample_archive), "--db", str(db), "--out",
+            str(tmp_path / "out"), "--backfill", "--no-progress")  # fmt: skip
+    first = start(*args)
+    time.sleep(0.5)
+    second = start(*args)
+    results = [(p.wait(timeout=600), *p.communicate()) for p in (first, second)]
+    codes = sorted(code for code, _, _ in results)
+    assert codes == [0, 3], results
+    _, _, err = next(r for r in results if r[0] == 3)
+    assert len(err.strip().splitlines()) == 1, err
+    assert "held by another memkiln run" in err and "Traceback" not in err
+    assert [r for r in runs(db) if r[0] == "run"] == [("run", "succeeded")]
+
+
+def test_sigterm_to_the_process_group_during_ingest_closes_the_run_and_nothing_survives(
+    tmp_path: Path,
+) -> None:
+    archive = big_archive(tmp_path / "archive")
+    db = tmp_path / "m.duckdb"
+    args = ("run", "--archive", str(archive), "--db", str(db), "--out", str(tmp_path / "out"),
+            "--no-progress")  # fmt: skip
+    proc = start(*args)
+    children, err = stop_when(proc, reading_archive(archive), group=True)
+    assert_stopped_cleanly(proc, err, children)
+    assert dict(runs(db)) == {"run": "interrupted", "ingest": "interrupted"}
+    again = subprocess.run(
+        [MEMKILN, *args, "--no-prefect"], capture_output=True, text=True, env=clean_env()
+    )
+    assert again.returncode == 0, again.stderr
+    assert "running" not in {status for _, status in runs(db)}
+
+
+def test_sigterm_during_extract_hands_back_its_leases_and_nothing_is_left_running(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "m.duckdb"
+    with FakeOpenAI(latency=30.0) as fake:
+        args = ("run", "--archive", str(sample_archive), "--db", str(db), "--out",
+                str(tmp_path / "out"), "--backfill", "--no-progress", "--backend", "openai",
+                "--base-url", fake.base_url, "--concurrency", "2")  # fmt: skip
+        proc = start(*args)
+        children, err = stop_when(proc, lambda _: fake.count() > 0, group=False)
+    assert_stopped_cleanly(proc, err, children)
+    assert dict(runs(db)) == {"run": "interrupted", "ingest": "succeeded", "extract": "interrupted"}
+    with duckdb.connect(str(db), read_only=True) as con:
+        held = con.execute("select count(*) from stage1_jobs where status = 'running'").fetchall()
+    assert held == [(0,)]
+    again = subprocess.run(
+        [MEMKILN, *args[:8], "--no-prefect"], capture_output=True, text=True, env=clean_env()
+    )
+    assert again.returncode == 0, again.stderr
+    assert "running" not in {status for _, status in runs(db)}
+
+
+def test_a_run_left_running_by_a_killed_process_is_closed_by_the_next_run(
+    tmp_path: Path,
+) -> None:
+    archive = big_archive(tmp_path / "archive")
+    db = tmp_path / "m.duckdb"
+    args = ("run", "--archive", str(archive), "--db", str(db), "--out", str(tmp_path / "out"),
+            "--no-progress", "--no-prefect")  # fmt: skip
+    proc = start(*args)
+    me = psutil.Process(proc.pid)
+    while not reading_archive(archive)(me):
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    os.killpg(proc.pid, signal.SIGKILL)  # no chance to close anything
+    proc.communicate(timeout=EXIT_TIMEOUT)
+    assert dict(runs(db)) == {"run": "running", "ingest": "running"}
+    again = subprocess.run([MEMKILN, *args], capture_output=True, text=True, env=clean_env())
+    assert again.returncode == 0, again.stderr
+    statuses = runs(db)
+    assert statuses[:2] == [("run", "abandoned"), ("ingest", "abandoned")]
+    assert "running" not in {status for _, status in statuses}
+
+
+def test_the_run_flow_takes_its_parameters_as_json_as_a_deployment_sends_them(
+    tmp_path: Path,
+) -> None:
+    from memkiln.flows.run import run_flow
+    from memkiln.settings import Options
+
+    sent = {"options": {"archive": str(tmp_path), "db": str(tmp_path / "m.duckdb"),
+                        "sources": ["cli", "exec"], "backfill": True}}  # fmt: skip
+    validated = run_flow.validate_parameters(json.loads(json.dumps(sent)))
+    assert validated["options"] == Options(
+        archive=tmp_path, db=tmp_path / "m.duckdb", sources=["cli", "exec"], backfill=True
+    )
+    with pytest.raises(Exception, match="sources"):
+        run_flow.validate_parameters({"options": {"sources": ["nope"]}})
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def api(base: str, path: str, body: dict[str, object]) -> list[dict[str, object]]:
+    response = httpx.post(f"{base}{path}", json=body, timeout=30)
+    response.raise_for_status()
+    return response.json()  # type: ignore[no-any-return]
+
+
+def test_serve_starts_the_scheduled_nightly_flow_whose_artifact_holds_the_summary(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    port = free_port()
+    base = f"http://127.0.0.1:{port}/api"
+    home = tmp_path / "prefect-home"
+    env = clean_env(
+        PREFECT_HOME=str(home),
+        PREFECT_API_URL=base,
+        PREFECT_SERVER_ANALYTICS_ENABLED="false",
+        DO_NOT_TRACK="1",
+        PREFECT_UI_ENABLED="false",
+    )
+    config = tmp_path / "memkiln.toml"
+    config.write_text(
+        f'archive = "{sample_archive}"\ndb = "state/m.duckdb"\nout = "memories"\nbackfill = true\n'
+    )
+    prefect = str(Path(sys.executable).with_name("prefect"))
+    server = subprocess.Popen(
+        [prefect, "server", "start", "--host", "127.0.0.1", "--port", str(port), "--no-ui"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env, start_new_session=True,
+    )  # fmt: skip
+    serve = None
+    try:
+        deadline = time.monotonic() + 180
+        while True:
+            try:
+                if httpx.get(f"{base}/health", timeout=5).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            assert server.poll() is None and time.monotonic() < deadline, "no Prefect server"
+            time.sleep(0.5)
+        serve = start("serve", "--cron", "* * * * *", "--config", str(config), env=env)
+        served_at = time.monotonic()
+        done: list[dict[str, object]] = []
+        while not done:
+            assert serve.poll() is None, serve.communicate()
+            assert time.monotonic() - served_at < 240, "no completed flow run"
+            time.sleep(2)
+            done = api(base, "/flow_runs/filter", {"flow_runs": {"state": {"type": {
+                "any_": ["COMPLETED", "FAILED", "CRASHED"]}}}})  # fmt: skip
+        flow_run = done[0]
+        assert flow_run["state_type"] == "COMPLETED", flow_run
+        artifacts = api(
+            base, "/artifacts/filter", {"artifacts": {"flow_run_id": {"any_": [flow_run["id"]]}}}
+        )
+        summary = [a for a in artifacts if a["key"] == "memkiln-summary"]
+        assert summary and summary[0]["type"] == "markdown"
+        text = str(summary[0]["data"])
+        for phase in ("memkiln ingest", "memkiln extract", "memkiln consolidate"):
+            assert f"## {phase}" in text
+        assert "| rollouts written | 8 |" in text
+        tasks = api(base, "/task_runs/filter", {"flow_runs": {"id": {"any_": [flow_run["id"]]}}})
+        assert {str(t["name"]).split()[0] for t in tasks} == {"ingest", "extract", "consolidate"}
+    finally:
+        for proc in (serve, server):
+            if proc is not None and proc.poll() is None:
+                family = psutil.Process(proc.pid).children(recursive=True)
+                os.killpg(proc.pid, signal.SIGTERM)
+                try:
+                    proc.wait(timeout=EXIT_TIMEOUT)
+                finally:
+                    for p in alive(family):
+                        p.kill()
+    assert serve is not None and serve.returncode is not None
+    # memkiln's records name the flow run; the phases share the run's id as their parent
+    with duckdb.connect(str(tmp_path / "state" / "m.duckdb"), read_only=True) as con:
+        rows = con.execute(
+            "select command, parent_run_id, run_id from runs where flow_run_id = $id",
+            {"id": flow_run["id"]},
+        ).fetchall()
+    by_command = {command: (parent, run_id) for command, parent, run_id in rows}
+    assert set(by_command) == {"run", "ingest", "extract", "consolidate"}
+    parent_id = by_command["run"][1]
+    assert all(by_command[c][0] == parent_id for c in ("ingest", "extract", "consolidate"))
