@@ -336,3 +336,18 @@ def test_version_prints_the_installed_version() -> None:
 def test_a_value_of_the_wrong_type_on_the_command_line_is_one_line(tmp_path: Path) -> None:
     result = memkiln("extract", "--concurrency", "many", "--db", str(tmp_path / "m.duckdb"))
     one_line_error(result, "--concurrency", "integer")
+
+
+def test_a_run_where_sessions_fail_exits_1_and_says_which(
+    sample_archive: Path, tmp_path: Path, fake_openai: Any
+) -> None:
+    from tests.fake_openai import Reply
+
+    fake_openai.default = Reply("status", status=400)
+    result = memkiln(
+        "run", "--archive", str(sample_archive), "--db", str(tmp_path / "m.duckdb"),
+        "--out", str(tmp_path / "out"), "--backfill", "--no-prefect", "--no-progress",
+        "--backend", "openai", "--base-url", fake_openai.base_url, "--max-retries", "0",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "session(s) failed" in result.stdout and "v_extraction_outcomes" in result.stdout
