@@ -8,8 +8,7 @@
 4. clear the folders of projects left without memories; write INDEX.md
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: see memkiln/flows/run.py.
 import asyncio
 from dataclasses import dataclass, field
 

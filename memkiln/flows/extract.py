@@ -8,8 +8,7 @@
 4. close the run with its counts; summarize outcomes by reason
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: see memkiln/flows/run.py.
 import asyncio
 import hashlib
 import time

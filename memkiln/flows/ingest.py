@@ -7,8 +7,7 @@
 4. close the run record with its counts and print the summary
 """
 
-from __future__ import annotations
-
+# No ``from __future__ import annotations``: see memkiln/flows/run.py.
 from collections import Counter
 from contextlib import closing
 from dataclasses import dataclass, field

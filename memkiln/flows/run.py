@@ -7,9 +7,10 @@
 5. close the run record with every phase's counters; publish the summary
 """
 
-# No ``from __future__ import annotations`` here: a served flow runs in a spawned process
-# that gets the flow function pickled by value, with only the globals its body uses, so the
-# parameter annotation must be the ``Options`` class itself, not the string "Options".
+# No ``from __future__ import annotations`` in the flow modules: a served or deployed flow
+# run starts in a spawned process that gets the flow function cloudpickled by value, with
+# only the globals its body uses, so a parameter annotated with the string "Options" could
+# not be resolved there to validate the parameters.
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
