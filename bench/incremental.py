@@ -39,6 +39,7 @@ sys.path.insert(0, str(REPO))
 
 import duckdb  # noqa: E402
 import httpx  # noqa: E402
+import psutil  # noqa: E402
 
 from tests.fake_openai import FakeOpenAI  # noqa: E402
 
@@ -146,12 +147,14 @@ def serve_runs(
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
             start_new_session=True,
         )  # fmt: skip
+        watcher = psutil.Process(serve.pid)
         deployment = None
         while deployment is None:
             time.sleep(1)
             found = httpx.post(f"{base}/deployments/filter", json={}, timeout=30).json()
             deployment = found[0]["id"] if found else None
         for _ in range(repeat):
+            cpu0 = watcher.cpu_times()
             created = httpx.post(
                 f"{base}/deployments/{deployment}/create_flow_run", json={}, timeout=30
             ).json()
@@ -161,6 +164,9 @@ def serve_runs(
                 if run["state_type"] in ("COMPLETED", "FAILED", "CRASHED"):
                     break
             assert run["state_type"] == "COMPLETED", run
+            time.sleep(1)  # the flow-run process is reaped
+            cpu1 = watcher.cpu_times()
+            spent = sum(cpu1[:4]) - sum(cpu0[:4])  # serve and its reaped flow-run processes
             states = httpx.get(
                 f"{base}/flow_run_states/", params={"flow_run_id": created["id"]}, timeout=30
             ).json()
@@ -169,6 +175,7 @@ def serve_runs(
             out.append({
                 "picked_up_to_end": (end - pending).total_seconds(),
                 "start_to_end": (end - parse_ts(run["start_time"])).total_seconds(),
+                "cpu": spent,
             })  # fmt: skip
             print(f"  served run: {out[-1]}", flush=True)
     finally:
@@ -183,6 +190,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sessions", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument(
+        "--parts", default="own,ephemeral,serve", help="which measurements (comma-separated)"
+    )
     parser.add_argument("--work", type=Path, default=REPO / "bench" / "work" / "incremental")
     args = parser.parse_args()
     work = args.work.resolve() / f"s{args.sessions}"
@@ -214,7 +224,9 @@ def main() -> None:
                 "ephemeral_cpu")  # fmt: skip
         results: dict[str, list[float]] = {key: [] for key in keys}
         before = fake.count()
-        for _ in range(args.repeat):
+        parts = set(args.parts.split(","))
+        counts: dict[str, int] = {}
+        for _ in range(args.repeat if "own" in parts else 0):
             elapsed, cpu = memkiln("--version", env=env)  # the interpreter and the CLI
             results["startup"].append(elapsed)
             results["startup_cpu"].append(cpu)
@@ -225,26 +237,32 @@ def main() -> None:
             results["own_cpu"].append(cpu)
             print(f"  --no-prefect: record {record:.2f} s, process {elapsed:.2f} s wall, "
                   f"{cpu:.2f} s CPU, {counts}", flush=True)  # fmt: skip
-        for _ in range(args.repeat):
+        for _ in range(args.repeat if "ephemeral" in parts else 0):
             elapsed, cpu = memkiln("run", env=env)
             results["ephemeral"].append(elapsed)
             results["ephemeral_cpu"].append(cpu)
             print(f"  ephemeral Prefect: {elapsed:.2f} s wall, {cpu:.2f} s CPU", flush=True)
-        served = serve_runs(env, config, args.repeat, work)
+        served = serve_runs(env, config, args.repeat, work) if "serve" in parts else []
         requests = fake.count() - before
+
+    def median(values: list[float]) -> float | None:
+        return statistics.median(values) if values else None
+
     report = {
         "sessions": args.sessions,
         "load_average_1m": load,
+        "load_average_1m_end": os.getloadavg()[0],
         "model_requests_in_nightly_runs": requests,
-        "no_prefect_record_s": statistics.median(results["own_record"]),
-        "no_prefect_process_s": statistics.median(results["own_process"]),
-        "no_prefect_process_cpu_s": statistics.median(results["own_cpu"]),
-        "version_process_s": statistics.median(results["startup"]),
-        "version_process_cpu_s": statistics.median(results["startup_cpu"]),
-        "ephemeral_process_s": statistics.median(results["ephemeral"]),
-        "ephemeral_process_cpu_s": statistics.median(results["ephemeral_cpu"]),
-        "serve_picked_up_to_end_s": statistics.median(r["picked_up_to_end"] for r in served),
-        "serve_start_to_end_s": statistics.median(r["start_to_end"] for r in served),
+        "no_prefect_record_s": median(results["own_record"]),
+        "no_prefect_process_s": median(results["own_process"]),
+        "no_prefect_process_cpu_s": median(results["own_cpu"]),
+        "version_process_s": median(results["startup"]),
+        "version_process_cpu_s": median(results["startup_cpu"]),
+        "ephemeral_process_s": median(results["ephemeral"]),
+        "ephemeral_process_cpu_s": median(results["ephemeral_cpu"]),
+        "serve_picked_up_to_end_s": median([r["picked_up_to_end"] for r in served]),
+        "serve_start_to_end_s": median([r["start_to_end"] for r in served]),
+        "serve_cpu_s": median([r["cpu"] for r in served]),
         "counts": counts,
         "all": results | {"serve": served},
     }
