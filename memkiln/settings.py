@@ -205,8 +205,9 @@ class Settings(Options, BaseSettings):
 
     @classmethod
     def from_options(cls, options: Options) -> Settings:
-        """The settings a flow run was given (every field is set, so nothing else is read)."""
-        return cls(**dict(options))
+        """The settings a flow run was given: already validated, and complete, so neither
+        the environment nor a config file is read again."""
+        return cls.model_construct(**dict(options))
 
 
 @dataclass(frozen=True)
