@@ -21,14 +21,21 @@ from memkiln.flows.ephemeral import stoppable
 from memkiln.flows.progress import Reporter
 from memkiln.flows.records import consolidate_section, notes, phase_of, publish
 from memkiln.io.backends import OpenAIBackend
-from memkiln.io.consolidator import ProjectOutcome, consolidate_project
+from memkiln.io.consolidator import ProjectOutcome, consolidate_project, write_failure
+from memkiln.io.jobs import store_write_error
 from memkiln.io.lock import hold_store
-from memkiln.io.memory_files import OutputRoot
+from memkiln.io.memory_files import OutputRoot, UnsafePathError
 from memkiln.io.store import fetch_pl, now, open_store, recorded_run, sql
 from memkiln.settings import Options, Settings
-from memkiln.transforms.consolidate import render_index, select_memories, with_stems
+from memkiln.transforms.consolidate import (
+    KEY_SHOWN_CHARS,
+    render_index,
+    select_memories,
+    with_stems,
+)
 from memkiln.transforms.names import project_dirname
 from memkiln.transforms.redact import load_rules
+from memkiln.transforms.text import one_line
 from memkiln.transforms.usage import citation_usage
 
 GENERATED = ("raw_memories.md", "MEMORY.md", "memory_summary.md", "rollout_summaries", "skills")
@@ -40,7 +47,11 @@ class ConsolidateSummary:
     projects: dict[str, str] = field(default_factory=dict)  # project -> status
     written: int = 0
     removed: int = 0
-    failures: dict[str, str] = field(default_factory=dict)  # project -> reason
+    # project (shown on one line, capped) or "INDEX.md" -> "reason: detail", one line each
+    failures: dict[str, str] = field(default_factory=dict)
+    #: projects whose files could not be written (the index counts as one when it failed);
+    #: the others were still written
+    projects_failed: int = 0
 
     def counters(self) -> dict[str, float]:
         """The ``runs`` table's counters of this run."""
@@ -49,7 +60,7 @@ class ConsolidateSummary:
             "projects": len(statuses),
             "projects_written": statuses.count("succeeded"),
             "projects_skipped": statuses.count("skipped"),
-            "projects_failed": len(self.failures),
+            "projects_failed": self.projects_failed,
             "files_written": self.written,
             "files_removed": self.removed,
         }
@@ -68,6 +79,8 @@ def consolidate_store(
     try:
         with recorded_run(con, command="consolidate", counts=summary.counters) as summary.run_id:
             asyncio.run(_consolidate(con, root, settings, backend, project, summary, reporter))
+    except duckdb.Error as exc:  # the store cannot be written (a full disk, a lost mount)
+        raise store_write_error(settings.db, exc) from exc
     finally:
         con.close()
     return summary
@@ -109,34 +122,46 @@ async def _consolidate(
         for key in keys:
             prev = previous.get(key) or {}
             ok_before = prev.get("status") == "succeeded"
-            outcome = await consolidate_project(
-                root,
-                key,
-                selected.filter(pl.col("project_key") == key),
-                previous_ids=list(prev.get("selected_ids") or []) if ok_before else [],
-                previous_hash=prev.get("input_hash") if ok_before else None,
-                backend=backend,
-                backend_name=backend_name,
-                model=model,
-                context_window=settings.context_window,
-                rules=rules,
-            )
+            try:
+                outcome = await consolidate_project(
+                    root,
+                    key,
+                    selected.filter(pl.col("project_key") == key),
+                    previous_ids=list(prev.get("selected_ids") or []) if ok_before else [],
+                    previous_hash=prev.get("input_hash") if ok_before else None,
+                    backend=backend,
+                    backend_name=backend_name,
+                    model=model,
+                    context_window=settings.context_window,
+                    rules=rules,
+                )
+            except (OSError, UnsafePathError) as exc:  # this project only; the others go on
+                reason, detail = write_failure(exc, rules=rules)
+                outcome = ProjectOutcome(
+                    key, project_dirname(key), "failed", reason=reason, detail=detail
+                )
             _record(con, outcome, backend_name, model, prev)
             summary.projects[key] = outcome.status
             summary.written += len(outcome.written)
             summary.removed += len(outcome.removed)
             if outcome.status == "failed":
-                summary.failures[key] = outcome.reason or "failed"
+                _fail(summary, key, outcome.reason, outcome.detail)
             advance(1)
     # 4. projects left without memories, then the index
     if only is None:
         for key, prev in previous.items():
             if key in keys or prev.get("status") == "empty":
                 continue
-            removed = [
-                f"{prev['folder']}/{name}" for name in GENERATED
-                if root.remove(f"{prev['folder']}/{name}")
-            ]  # fmt: skip
+            try:
+                removed = [
+                    f"{prev['folder']}/{name}" for name in GENERATED
+                    if root.remove(f"{prev['folder']}/{name}")
+                ]  # fmt: skip
+            except (OSError, UnsafePathError) as exc:
+                reason, detail = write_failure(exc, rules=rules)
+                summary.projects[key] = "failed"
+                _fail(summary, key, reason, detail)
+                continue
             outcome = ProjectOutcome(key, prev["folder"], "empty", removed=removed)
             _record(con, outcome, backend_name, model, prev)
             summary.projects[key] = "empty"
@@ -146,9 +171,19 @@ async def _consolidate(
     index = sessions.join(memories, on="project_key", how="inner").with_columns(
         folder=pl.col("project_key").map_batches(_folders, return_dtype=pl.String)
     )
-    root.write("INDEX.md", render_index(index))
+    try:
+        root.write("INDEX.md", render_index(index))
+    except (OSError, UnsafePathError) as exc:
+        _fail(summary, "INDEX.md", *write_failure(exc, rules=rules))
     if backend is not None:
         await backend.aclose()
+
+
+def _fail(summary: ConsolidateSummary, key: str, reason: str | None, detail: str | None) -> None:
+    """Count a project (or the index) that could not be written, with one line saying why."""
+    summary.projects_failed += 1
+    line = f"{reason or 'failed'}: {detail}" if detail else (reason or "failed")
+    summary.failures[one_line(key, KEY_SHOWN_CHARS)] = line
 
 
 def _folders(keys: pl.Series) -> pl.Series:

@@ -28,6 +28,7 @@ from memkiln.flows.progress import Reporter
 from memkiln.flows.records import extract_section, notes, phase_of, publish
 from memkiln.io.backends import Backend, Request, make_backend
 from memkiln.io.jobs import (
+    RETRY_NOW_REASONS,
     Finished,
     Outcome,
     claim_many,
@@ -36,6 +37,8 @@ from memkiln.io.jobs import (
     release_orphans,
     release_unsent,
     reusable_outputs,
+    store_write_error,
+    uncharge,
 )
 from memkiln.io.lock import hold_store
 from memkiln.io.store import cursor as store_cursor
@@ -47,7 +50,6 @@ from memkiln.transforms.prompts import STAGE_ONE_PROMPT_VERSION, build_stage_one
 from memkiln.transforms.redact import RuleSet, load_rules, redact_expr, redact_text
 from memkiln.transforms.render import contents_by_rollout
 from memkiln.transforms.selection import (
-    UNCHARGED_REASONS,
     SelectionPolicy,
     run_wide_failure_limit,
     select_candidates,
@@ -68,6 +70,8 @@ class ExtractSummary:
     output_tokens: int = 0
     cost_usd: float = 0.0
     stopped: str | None = None  # why the run stopped before sending every session
+    #: sessions whose attempt in this run failed (every reason); the CLI exits 1 when > 0
+    sessions_failed: int = 0
 
     def counters(self) -> dict[str, float]:
         """The ``runs`` table's counters of this run."""
@@ -163,6 +167,8 @@ def extract_store(
     try:
         with recorded_run(con, command="extract", counts=summary.counters) as summary.run_id:
             asyncio.run(_extract(con, settings, backend, rules, summary, reporter))
+    except duckdb.Error as exc:  # the store cannot be written (a full disk, a lost mount)
+        raise store_write_error(settings.db, exc) from exc
     finally:
         con.close()
     return summary
@@ -197,10 +203,11 @@ async def _extract(
     buffer: list[Finished] = []
     last_flush = time.monotonic()
     slots = asyncio.Semaphore(settings.concurrency)
-    # failures of the whole run (endpoint down, key refused) in a row; at the limit the run
-    # stops sending and leaves the rest pending
+    # failures of the service (endpoint down, key refused, every request rate-limited, 5xx
+    # or timing out) in a row; at the limit the run stops sending and leaves the rest
+    # pending, and the sessions of the streak get back the attempts it used
     limit = run_wide_failure_limit(settings.concurrency)
-    streak = 0
+    streak: list[str] = []
 
     writer = asyncio.Lock()  # one batch of outcomes written at a time, in order
 
@@ -242,12 +249,14 @@ async def _extract(
             result = Outcome(request.rollout_id, "failed", reason="internal_error", detail=detail)
         finally:
             slots.release()
-        nonlocal streak
         summary.requests += result.sent
-        streak = streak + 1 if result.reason in UNCHARGED_REASONS else 0
-        if streak >= limit and summary.stopped is None:
+        if result.sent and result.reason in RETRY_NOW_REASONS:
+            streak.append(result.rollout_id)
+        elif summary.stopped is None:
+            streak.clear()
+        if len(streak) >= limit and summary.stopped is None:
             summary.stopped = (
-                f"stopped after {streak} requests in a row failed with {result.reason} "
+                f"stopped after {len(streak)} requests in a row failed with {result.reason} "
                 f"(endpoint, key or model unusable; last error: {(result.detail or '')[:160]})"
             )
         buffer.append(Finished(result, watermark, attempt))
@@ -314,14 +323,16 @@ async def _extract(
     await flush(force=True)
     await backend.aclose()
     if summary.stopped:  # claimed jobs not sent go back to pending, with the unclaimed rest
-        await asyncio.to_thread(_release_unsent, con, summary.run_id)
+        await asyncio.to_thread(_release_unsent, con, summary.run_id, streak)
         left = todo.height - sum(outcomes.values())
         summary.stopped += f"; {left:,} sessions left pending for the next run"
     summary.outcomes = dict(outcomes)
+    summary.sessions_failed = sum(n for k, n in outcomes.items() if k.startswith("failed"))
 
 
-def _release_unsent(con: duckdb.DuckDBPyConnection, run_id: str) -> int:
+def _release_unsent(con: duckdb.DuckDBPyConnection, run_id: str, streak: list[str]) -> int:
     with store_cursor(con) as cur:
+        uncharge(cur, streak)
         return release_unsent(cur, run_id=run_id)
 
 

@@ -80,13 +80,17 @@ def sessions_failed(s: ExtractSummary) -> int:
     return sum(n for outcome, n in s.outcomes.items() if outcome.startswith("failed"))
 
 
+def projects_failed(s: ConsolidateSummary) -> int:
+    return max(s.projects_failed, len(s.failures))
+
+
 def run_exit_code(
     *, extract: ExtractSummary | None = None, consolidate: ConsolidateSummary | None = None
 ) -> int:
     """The CLI's exit code for a run's summaries (see ``memkiln.transforms.report``)."""
     return exit_code(
         sessions_failed=sessions_failed(extract) if extract is not None else 0,
-        projects_failed=len(consolidate.failures) if consolidate is not None else 0,
+        projects_failed=projects_failed(consolidate) if consolidate is not None else 0,
     )
 
 

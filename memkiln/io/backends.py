@@ -18,7 +18,7 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from functools import partial
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import openai
 import polars as pl
@@ -35,17 +35,20 @@ from memkiln.transforms.outputs import (
     ConsolidationOutput,
     Parsed,
     StageOneOutput,
+    judge_stage_one,
+    map_strings,
     parse_model,
-    parse_stage_one,
     stage_one_json_schema,
     strict_schema,
 )
 from memkiln.transforms.prompts import ConsolidationInput, StageOneInput
 from memkiln.transforms.redact import RuleSet, redact_text
+from memkiln.transforms.text import clean_text
 from memkiln.transforms.tokens import count_tokens
 
 HEURISTIC_MODEL = "heuristic-v1"
 T = TypeVar("T")
+M = TypeVar("M", bound=BaseModel)
 #: Request options of a model call: the API key as a bearer token, as ``create`` sends it.
 BEARER_AUTH: RequestOptions = {"security": {"bearer_auth": True}}
 
@@ -81,9 +84,20 @@ class Backend(Protocol):
     async def aclose(self) -> None: ...
 
 
-def finalize(rollout_id: str, output: StageOneOutput, **usage: Any) -> Outcome:
-    """Turn a parsed answer into an outcome (no-op when a text is empty). The texts are
-    redacted again, vectorized, when the outcome is written (``finish_many``)."""
+def safe_strings(value: M, *, rules: RuleSet) -> M:
+    """Every string of a parsed answer with unsafe characters removed and secrets redacted,
+    before anything (a file name, a log line, the store) uses it."""
+    return map_strings(value, lambda text: redact_text(clean_text(text), rules=rules))
+
+
+def finalize(
+    rollout_id: str, output: StageOneOutput, *, rules: RuleSet | None, **usage: Any
+) -> Outcome:
+    """Turn a parsed answer into an outcome (no-op when a text is empty), its strings made
+    safe first: a model's with ``safe_strings``; the heuristic's (built from redacted items)
+    cleaned of unsafe characters when ``rules`` is None. Every text is redacted once more,
+    vectorized, when the outcome is written (``finish_many``)."""
+    output = map_strings(output, clean_text) if rules is None else safe_strings(output, rules=rules)
     if output.is_noop:
         return Outcome(rollout_id, "succeeded_no_output", **usage)
     return Outcome(rollout_id, "succeeded", output=output, **usage)
@@ -104,6 +118,7 @@ class HeuristicBackend:
         return finalize(
             request.rollout_id,
             output,
+            rules=None,  # built from redacted items; redacted again when written
             input_hash=request.input_hash,
             input_tokens=0,
             output_tokens=0,
@@ -116,10 +131,12 @@ class HeuristicBackend:
 
 class _ChatMessage(BaseModel):
     content: str | None = None
+    refusal: str | None = None
 
 
 class _ChatChoice(BaseModel):
     message: _ChatMessage
+    finish_reason: str | None = None
 
 
 class _ChatUsage(BaseModel):
@@ -137,6 +154,7 @@ class ChatAnswer(BaseModel):
 class _OutputPart(BaseModel):
     type: str
     text: str | None = None
+    refusal: str | None = None
 
 
 class _OutputItem(BaseModel):
@@ -149,35 +167,64 @@ class _ResponsesUsage(BaseModel):
     output_tokens: int
 
 
+class _Incomplete(BaseModel):
+    reason: str | None = None
+
+
 class ResponsesAnswer(BaseModel):
     """What stage one reads of a Responses API response (every other field is ignored)."""
 
     output: list[_OutputItem] = []
     usage: _ResponsesUsage | None = None
+    status: str | None = None
+    incomplete_details: _Incomplete | None = None
 
 
-def read_answer(raw: bytes, *, api: str) -> tuple[str | None, tuple[int, int] | None]:
-    """The answer text and the ``(input, output)`` token counts (None when the server sent
-    no usage) of a response body; the text of a Responses answer joins its ``output_text``
+class Answer(NamedTuple):
+    """What a response body says: the answer text, the ``(input, output)`` token counts
+    (None when the server sent none), the model's refusal (when it declined and wrote no
+    text) and whether the output token limit cut the answer."""
+
+    text: str | None
+    counts: tuple[int, int] | None
+    refusal: str | None = None
+    cut: bool = False
+
+
+def read_answer(raw: bytes, *, api: str) -> Answer:
+    """Read a response body; the text of a Responses answer joins its ``output_text``
     parts, as the client's ``output_text`` does. Raises ``ValidationError`` for a body that
     is not such a response."""
+    refusal: str | None
     if api == "responses":
         response = ResponsesAnswer.model_validate_json(raw)
-        text: str | None = "".join(
-            part.text or ""
+        parts = [
+            part
             for item in response.output
             if item.type == "message"
             for part in item.content or ()
-            if part.type == "output_text"
-        )
+        ]
+        text: str | None = "".join(p.text or "" for p in parts if p.type == "output_text")
+        refusal = "".join(p.refusal or "" for p in parts if p.type == "refusal") or None
         usage = response.usage
         counts = (usage.input_tokens, usage.output_tokens) if usage else None
+        reason = response.incomplete_details.reason if response.incomplete_details else None
+        cut = response.status == "incomplete" and reason == "max_output_tokens"
+        if reason == "content_filter" and not text:
+            refusal = refusal or "content_filter"
     else:
         completion = ChatAnswer.model_validate_json(raw)
-        text = completion.choices[0].message.content if completion.choices else None
+        choice = completion.choices[0] if completion.choices else None
+        text = choice.message.content if choice else None
+        refusal = choice.message.refusal if choice else None
+        if choice is not None and choice.finish_reason == "content_filter" and not text:
+            refusal = refusal or "content_filter"
+        cut = choice is not None and choice.finish_reason == "length"
         chat_usage = completion.usage
         counts = (chat_usage.prompt_tokens, chat_usage.completion_tokens) if chat_usage else None
-    return text, counts
+    if text and text.strip():
+        refusal = None  # an answer with text is judged by its text
+    return Answer(text, counts, refusal, cut)
 
 
 def failure_reason(exc: BaseException) -> str:
@@ -351,10 +398,10 @@ class OpenAIBackend:
                 request.rollout_id,
                 "failed",
                 reason=parsed.reason,
-                detail=redact_text(parsed.detail or "", rules=self.rules),
+                detail=redact_text(clean_text(parsed.detail or ""), rules=self.rules),
                 **usage,
             )
-        return finalize(request.rollout_id, parsed.output, **usage)
+        return finalize(request.rollout_id, parsed.output, rules=self.rules, **usage)
 
     def _call(self, prompt: StageOneInput) -> tuple[Parsed, int, int]:
         # Runs in one of the backend's threads, parsing the answer too, so that the event
@@ -384,9 +431,15 @@ class OpenAIBackend:
                 "response_format": self._response_format,
             }
         raw = self.client.post(path, body=body, cast_to=bytes, options=BEARER_AUTH)
-        text, counts = read_answer(raw, api=self.api)
-        tokens_in, tokens_out = counts or (count_tokens(prompt.user), 0)
-        return parse_stage_one(text), tokens_in, tokens_out
+        answer = read_answer(raw, api=self.api)
+        tokens_in, tokens_out = answer.counts or (count_tokens(prompt.user), 0)
+        parsed = judge_stage_one(
+            answer.text,
+            refusal=answer.refusal,
+            cut=answer.cut,
+            max_output_tokens=self.max_output_tokens,
+        )
+        return parsed, tokens_in, tokens_out
 
     async def consolidate(self, prompt: ConsolidationInput) -> ConsolidationResult:
         """One structured call for a project's MEMORY.md, memory_summary.md and skills."""
@@ -414,16 +467,20 @@ class OpenAIBackend:
         except openai.APIError as exc:
             detail = redact_text(f"{type(exc).__name__}: {exc}"[:300], rules=self.rules)
             return ConsolidationResult(None, failure_reason(exc), detail)
-        text = completion.choices[0].message.content if completion.choices else None
-        value, reason, detail = parse_model(text, ConsolidationOutput)
+        choice = completion.choices[0] if completion.choices else None
+        text = choice.message.content if choice else None
+        refusal = choice.message.refusal if choice else None
         usage = completion.usage
-        return ConsolidationResult(
-            value,  # type: ignore[arg-type]
-            reason,
-            detail,
-            usage.prompt_tokens if usage else 0,
-            usage.completion_tokens if usage else 0,
-        )
+        tokens = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
+        if refusal and not (text and text.strip()):
+            detail = redact_text(clean_text(" ".join(refusal.split())[:300]), rules=self.rules)
+            return ConsolidationResult(None, "refused", detail, *tokens)
+        if choice is not None and choice.finish_reason == "length":
+            return ConsolidationResult(None, "truncated", "the answer reached its limit", *tokens)
+        value, reason, detail = parse_model(text, ConsolidationOutput)
+        if value is not None:
+            value = safe_strings(value, rules=self.rules)
+        return ConsolidationResult(value, reason, detail, *tokens)  # type: ignore[arg-type]
 
     async def aclose(self) -> None:
         self._threads.shutdown()

@@ -3,13 +3,14 @@ backend has one, and write what changed under the output root."""
 
 from __future__ import annotations
 
+import errno
 import hashlib
 from dataclasses import dataclass, field
 
 import polars as pl
 
 from memkiln.io.backends import OpenAIBackend
-from memkiln.io.memory_files import OutputRoot
+from memkiln.io.memory_files import OutputRoot, UnsafePathError
 from memkiln.transforms.consolidate import (
     MEMORY_SUMMARY_MAX_TOKENS,
     deterministic_files,
@@ -19,7 +20,32 @@ from memkiln.transforms.names import project_dirname, skill_dirname
 from memkiln.transforms.outputs import ConsolidationOutput
 from memkiln.transforms.prompts import CONSOLIDATION_PROMPT_VERSION, build_consolidation_input
 from memkiln.transforms.redact import RuleSet, redact_text
+from memkiln.transforms.text import one_line
 from memkiln.transforms.tokens import count_tokens, truncate_middle
+
+#: Why a project's files could not be written: fixed reasons, by the operating system's error.
+WRITE_REASONS = {
+    errno.ENOSPC: "disk_full",
+    errno.EDQUOT: "disk_full",
+    errno.EFBIG: "disk_full",
+    errno.EACCES: "permission_denied",
+    errno.EPERM: "permission_denied",
+    errno.EROFS: "permission_denied",
+}
+
+
+def write_failure(exc: Exception, *, rules: RuleSet) -> tuple[str, str]:
+    """The fixed reason and a one-line, redacted detail of a failure to write memory files:
+    ``unsafe_path`` (a link or a path outside the root), ``disk_full``,
+    ``permission_denied``, else ``write_error``."""
+    if isinstance(exc, UnsafePathError):
+        reason = "unsafe_path"
+        detail = str(exc)
+    else:
+        reason = WRITE_REASONS.get(getattr(exc, "errno", None) or 0, "write_error")
+        name = getattr(exc, "filename", None)
+        detail = f"{getattr(exc, 'strerror', None) or exc}" + (f": {name}" if name else "")
+    return reason, redact_text(one_line(detail, 300), rules=rules)
 
 
 @dataclass
@@ -67,9 +93,13 @@ def model_files(output: ConsolidationOutput, *, rules: RuleSet) -> tuple[dict[st
     }
     skipped = []
     for skill in output.skills:
-        name = skill_dirname(skill.name)
+        # the name is redacted before it becomes a folder, and the folder name again after
+        # (sanitizing must not turn a name into something a secret rule matches)
+        name = skill_dirname(redact_text(skill.name, rules=rules))
+        if name is not None and redact_text(name, rules=rules) != name:
+            name = None
         if name is None or f"skills/{name}/SKILL.md" in files:
-            skipped.append(skill.name)
+            skipped.append(redact_text(skill.name, rules=rules))
             continue
         files[f"skills/{name}/SKILL.md"] = _skill_file(
             name,
@@ -127,7 +157,7 @@ async def consolidate_project(
         consolidated, skipped = model_files(result.output, rules=rules)
         if skipped:
             outcome.detail = "skills with unusable names skipped: " + ", ".join(
-                redact_text(s, rules=rules)[:60] for s in skipped
+                one_line(s, 60) for s in skipped
             )
     files |= {f"{folder}/{k}": v for k, v in consolidated.items()}
     # write every file (only changed bytes touch the disk), then remove what left the selection

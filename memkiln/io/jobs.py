@@ -13,10 +13,22 @@ from datetime import datetime, timedelta
 import duckdb
 import polars as pl
 
+from memkiln.errors import StoreError
 from memkiln.io.store import fetch_pl, now, sql, transaction
 from memkiln.transforms.outputs import StageOneOutput
 from memkiln.transforms.redact import RuleSet, redact_expr
 from memkiln.transforms.selection import JOB_COLUMNS, ROLLOUT_COLUMNS, UNCHARGED_REASONS
+
+#: Failures of the service rather than of the session that the client already retried with
+#: backoff (429, 5xx, timeouts). They use an attempt (a session that always times out must
+#: stop some day), but wait for no retry delay: the next run, as soon as the service is
+#: back, sends them again.
+TRANSIENT_REASONS = ("rate_limited", "server_error", "timeout")
+#: Failures the next run retries at once: the run-wide ones (``UNCHARGED_REASONS``: endpoint
+#: unreachable, key refused, no such model) and the transient ones. Every other failure is
+#: about the session's answer (invalid_json, schema_mismatch, refused, truncated, …) and
+#: waits ``retry_delay_hours``.
+RETRY_NOW_REASONS = UNCHARGED_REASONS + TRANSIENT_REASONS
 
 
 @dataclass(frozen=True)
@@ -184,7 +196,8 @@ def finish_many(
     vectorized pass, before it is written.
 
     ``succeeded`` replaces the session's output; ``succeeded_no_output`` removes it;
-    ``reused`` keeps it and moves its watermark; ``failed`` schedules a retry.
+    ``reused`` keeps it and moves its watermark; ``failed`` schedules a retry: at once for a
+    failure of the service (``RETRY_NOW_REASONS``), after ``retry_delay`` for the others.
 
     Each outcome but ``reused`` uses one attempt of the session's retry budget, except a
     failure of the whole run rather than of the session (``UNCHARGED_REASONS``: the endpoint
@@ -226,6 +239,7 @@ def finish_many(
         "at": at,
         "retry_at": at + retry_delay,
         "uncharged": list(UNCHARGED_REASONS),
+        "retry_now": list(RETRY_NOW_REASONS),
     }
     with transaction(con, finished=frame):
         for name in (
@@ -237,3 +251,27 @@ def finish_many(
         ):
             text = sql(name)
             con.execute(text, {k: v for k, v in params.items() if f"${k}" in text})
+
+
+def uncharge(con: duckdb.DuckDBPyConnection, rollout_ids: list[str]) -> int:
+    """Give back the attempt that transient failures (``TRANSIENT_REASONS``) used, for
+    sessions that failed while the whole service was failing (the run stopped on a streak of
+    such failures); returns how many jobs got it back."""
+    if not rollout_ids:
+        return 0
+    rows = con.execute(
+        sql("uncharge_jobs"),
+        {"ids": rollout_ids, "transient": list(TRANSIENT_REASONS), "at": now()},
+    ).fetchall()
+    return len(rows)
+
+
+def store_write_error(db: object, exc: Exception) -> StoreError:
+    """One clear line for a database that could not be written part-way through a run (a
+    full disk, a lost mount): DuckDB's own exception says neither which file nor what to do.
+    """
+    first = " ".join(str(exc).split())[:300]
+    return StoreError(
+        f"the database {db} could not be written ({type(exc).__name__}: {first}); "
+        "free disk space or check the file system, then run again: work done so far is kept"
+    )

@@ -6,6 +6,11 @@
   killed run leaves the old or the new version, never a partial one. Temporaries left by a
   killed run are removed by the next.
 - A file whose bytes would not change is not touched (its mtime stays).
+- No file holds a control character, a bidirectional override or another invisible
+  format character (``memkiln.transforms.text.clean_text``), whatever the session or the
+  model wrote.
+- The root must be writable: that is checked once, before any work, so a read-only
+  ``--out`` is one clear error rather than a failure per file.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ import uuid
 from pathlib import Path, PurePosixPath
 
 from memkiln.errors import ConfigError
+from memkiln.transforms.text import clean_text
 
 TEMP_PREFIX = ".memkiln-tmp-"
 
@@ -37,6 +43,15 @@ class OutputRoot:
         except OSError as exc:
             raise ConfigError(f"cannot create output directory {root}: {exc.strerror}") from exc
         self.root = root.resolve()
+        probe = self.root / f"{TEMP_PREFIX}probe-{uuid.uuid4().hex}"
+        try:
+            probe.touch(exist_ok=False)
+            probe.unlink()
+        except OSError as exc:
+            raise ConfigError(
+                f"output directory {root} is not writable ({exc.strerror}); "
+                "give a directory memkiln can write to with --out"
+            ) from exc
 
     def path(self, rel: str) -> Path:
         """The absolute path of ``rel`` after checking it is a plain path inside the root."""
@@ -63,7 +78,7 @@ class OutputRoot:
     def write(self, rel: str, text: str) -> bool:
         """Write ``text`` to ``rel`` atomically; returns False when the file already held it."""
         target = self.path(rel)
-        data = text.encode("utf-8")
+        data = clean_text(text).encode("utf-8")
         try:
             if target.read_bytes() == data:
                 return False

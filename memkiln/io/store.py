@@ -112,7 +112,15 @@ def open_store(path: Path | str, *, read_only: bool = False) -> duckdb.DuckDBPyC
     except duckdb.Error as exc:
         raise StoreError(f"cannot open database {target}: {str(exc).splitlines()[0]}") from exc
     if not read_only:
-        migrate(con)
+        try:
+            migrate(con)
+        except duckdb.Error as exc:  # a full disk, a file system gone read-only
+            con.close()
+            first = " ".join(str(exc).split())[:300]
+            raise StoreError(
+                f"cannot write database {target} ({first}); free disk space or check the "
+                "file system, then run again"
+            ) from exc
     return con
 
 

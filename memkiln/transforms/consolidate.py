@@ -11,9 +11,15 @@ from dataclasses import dataclass
 import polars as pl
 
 from memkiln.transforms.names import summary_stem
-from memkiln.transforms.tokens import count_tokens
+from memkiln.transforms.text import clean_text, one_line
+from memkiln.transforms.tokens import count_tokens, truncate_middle
 
 MEMORY_SUMMARY_MAX_TOKENS = 2_500
+#: Characters of a project key shown in a heading or an INDEX.md row (the folder name and
+#: the store keep it whole).
+KEY_SHOWN_CHARS = 120
+#: Characters of a cwd, rollout id or title shown on one line of a memory file.
+VALUE_SHOWN_CHARS = 300
 SECTIONS = {
     "Preference signals": "preferences",
     "Reusable knowledge": "knowledge",
@@ -157,17 +163,17 @@ def _source_refs(stems: list[str]) -> str:
 def render_summary_file(row: dict[str, object]) -> str:
     updated = row["updated_at"]
     return (
-        f"rollout_id: {row['rollout_id']}\n"
+        f"rollout_id: {one_line(str(row['rollout_id']), VALUE_SHOWN_CHARS)}\n"
         f"updated_at: {updated.isoformat() if updated else 'unknown'}\n"  # type: ignore[attr-defined]
-        f"cwd: {row['cwd'] or 'unknown'}\n\n"
-        f"{str(row['rollout_summary']).strip()}\n"
+        f"cwd: {one_line(row['cwd'], VALUE_SHOWN_CHARS) or 'unknown'}\n\n"  # type: ignore[arg-type]
+        f"{clean_text(str(row['rollout_summary'])).strip()}\n"
     )
 
 
 def render_raw_memories(project_key: str, selected: pl.DataFrame) -> str:
     ordered = selected.sort(["updated_at", "rollout_id"], descending=[True, False], nulls_last=True)
     parts = [
-        f"# Raw memories: {project_key}",
+        f"# Raw memories: {one_line(project_key, KEY_SHOWN_CHARS)}",
         "",
         f"{ordered.height} selected memories, most recently updated session first.",
         "",
@@ -177,12 +183,12 @@ def render_raw_memories(project_key: str, selected: pl.DataFrame) -> str:
         parts += [
             f"## Memory {i}: {row['stem']}",
             "",
-            f"rollout_id: {row['rollout_id']}",
+            f"rollout_id: {one_line(row['rollout_id'], VALUE_SHOWN_CHARS)}",
             f"updated_at: {updated}",
-            f"cwd: {row['cwd'] or 'unknown'}",
+            f"cwd: {one_line(row['cwd'], VALUE_SHOWN_CHARS) or 'unknown'}",
             f"rollout_summary_file: rollout_summaries/{row['stem']}.md",
             "",
-            str(row["raw_memory"]).strip(),
+            clean_text(str(row["raw_memory"])).strip(),
             "",
         ]
     return "\n".join(parts).rstrip() + "\n"
@@ -195,7 +201,7 @@ def render_memory_md(
     last = selected["updated_at"].max()
     span = f"{first:%Y-%m-%d} to {last:%Y-%m-%d}" if first and last else "unknown dates"  # type: ignore[str-format]
     out = [
-        f"# Memory: {project_key}",
+        f"# Memory: {one_line(project_key, KEY_SHOWN_CHARS)}",
         "",
         f"Consolidated by memkiln from {selected.height} sessions ({span}). Every bullet names "
         "the rollout summaries it comes from.",
@@ -204,10 +210,11 @@ def render_memory_md(
         "",
     ]
     for (group,), rows in task_rows.group_by("group", maintain_order=True):
-        out.append(f"### {group}")
+        out.append(f"### {one_line(group, VALUE_SHOWN_CHARS)}")
         for row in rows.iter_rows(named=True):
             out.append(
-                f"- {row['title']} — outcome: {row['outcome'] or 'uncertain'} "
+                f"- {one_line(row['title'], VALUE_SHOWN_CHARS)} — outcome: "
+                f"{one_line(row['outcome'], 40) or 'uncertain'} "
                 f"(from {_source_refs([row['stem']])})"
             )
         out.append("")
@@ -222,7 +229,7 @@ def render_memory_md(
             continue
         out += [f"## {title}", ""]
         for text, sources in rows.select("text", "sources").iter_rows():
-            out.append(f"- {text} (from {_source_refs(sources)})")
+            out.append(f"- {one_line(text, 1_000)} (from {_source_refs(sources)})")
         out.append("")
     return "\n".join(out).rstrip() + "\n"
 
@@ -234,7 +241,7 @@ def render_memory_summary(
     in memory with the most recent days first; cut to ``max_tokens`` from the oldest end."""
     head = [
         "v1",
-        f"# Memory summary: {project_key}",
+        f"# Memory summary: {one_line(project_key, KEY_SHOWN_CHARS)}",
         "",
         "Load this at the start of a session; MEMORY.md and rollout_summaries/ hold the details.",
         "",
@@ -255,9 +262,9 @@ def render_memory_summary(
     )
     body: list[str] = []
     if prefs:
-        body += ["## User preferences", "", *[f"- {p}" for p in prefs], ""]
+        body += ["## User preferences", "", *[f"- {one_line(p, 1_000)}" for p in prefs], ""]
     if tips:
-        body += ["## General tips", "", *[f"- {t}" for t in tips], ""]
+        body += ["## General tips", "", *[f"- {one_line(t, 1_000)}" for t in tips], ""]
     index: list[str] = ["## What is in memory (most recent first)", ""]
     by_day = task_rows.sort("updated_at", descending=True, nulls_last=True).with_columns(
         day=pl.col("updated_at").dt.strftime("%Y-%m-%d").fill_null("undated")
@@ -265,17 +272,31 @@ def render_memory_summary(
     for (day,), rows in by_day.group_by("day", maintain_order=True):
         index.append(f"### {day}")
         for row in rows.iter_rows(named=True):
-            outcome = row["outcome"] or "uncertain"
-            index.append(f"- {row['title']} ({outcome}): rollout_summaries/{row['stem']}.md")
+            outcome = one_line(row["outcome"], 40) or "uncertain"
+            title = one_line(row["title"], VALUE_SHOWN_CHARS)
+            index.append(f"- {title} ({outcome}): rollout_summaries/{row['stem']}.md")
         index.append("")
 
     def text(lines: list[str]) -> str:
         return "\n".join(lines).rstrip() + "\n"
 
     lines = head + body + index
-    while count_tokens(text(lines)) > max_tokens and len(lines) > len(head):
-        lines.pop()  # the oldest index entries go first, then tips, then preferences
-    return text(lines)
+    # keep the longest prefix that fits: the oldest index entries go first, then tips, then
+    # preferences (a binary search: counting is the costly part for a large project)
+    if count_tokens(text(lines)) > max_tokens:
+        fits, over = len(head), len(lines)
+        while over - fits > 1:
+            mid = (fits + over) // 2
+            if count_tokens(text(lines[:mid])) <= max_tokens:
+                fits = mid
+            else:
+                over = mid
+        lines = lines[:fits]
+    out = text(lines)
+    if count_tokens(out) > max_tokens:  # the head alone is over: cut it, keeping `v1`
+        out, _ = truncate_middle(out, max_tokens - 1)
+        out = out if out.endswith("\n") else out + "\n"
+    return out
 
 
 @dataclass(frozen=True)
@@ -320,7 +341,7 @@ def render_index(projects: pl.DataFrame) -> str:
     for row in projects.sort("project_key").iter_rows(named=True):
         last = row["last_update"]
         when = f"{last:%Y-%m-%d %H:%M}" if last else ""
-        name = row["project_key"].replace("|", "/")
+        name = one_line(row["project_key"], KEY_SHOWN_CHARS).replace("|", "/")
         link = f"[{row['folder']}]({row['folder']}/memory_summary.md)"
         out.append(f"| {name} | {link} | {row['sessions']} | {row['memories']} | {when} |")
     return "\n".join(out) + "\n"

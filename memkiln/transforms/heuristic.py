@@ -24,6 +24,7 @@ from datetime import datetime
 import polars as pl
 
 from memkiln.transforms.outputs import NOOP, StageOneOutput
+from memkiln.transforms.text import one_line
 
 SHELL_TOOLS = ("shell", "shell_command", "exec_command", "bash", "Bash", "local_shell", "run")
 EDIT_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit", "edit", "write", "str_replace_editor")
@@ -377,7 +378,7 @@ def extract_heuristic(items: pl.DataFrame, facts: RolloutFacts) -> StageOneOutpu
     failures_at_end = bool(calls.height and calls["failed"].to_list()[-1])
     outcome, why = _outcome(follow_ups, failures_at_end, bool(final_answer))
     title = _clip(task.splitlines()[0] if task.strip() else task, 80)
-    cwd = facts.cwd or "unknown"
+    cwd = one_line(facts.cwd, 300) or "unknown"  # the session's value: one line, capped
     keywords = _keywords(users, files)
     when = facts.updated_at.strftime("%Y-%m-%d %H:%M UTC") if facts.updated_at else "unknown"
 
@@ -389,10 +390,11 @@ def extract_heuristic(items: pl.DataFrame, facts: RolloutFacts) -> StageOneOutpu
         shown = list(dict.fromkeys(commands))[:8]
         knowledge.append("Commands that ran: " + ", ".join(f"`{c}`" for c in shown))
     if files:
-        knowledge.append("Files changed: " + ", ".join(files[:12]))
+        knowledge.append("Files changed: " + ", ".join(_clip(f, 200) for f in files[:12]))
     if final_answer:
         knowledge.append("Final answer: " + _clip(final_answer, 400))
-    references = [f"rollout {facts.rollout_id}"] + [f"file {f}" for f in files[:6]]
+    references = [f"rollout {one_line(facts.rollout_id, 300)}"]
+    references += [f"file {_clip(f, 300)}" for f in files[:6]]
     raw = [
         "---",
         f"description: {_clip(task, 160)}",
@@ -413,7 +415,7 @@ def extract_heuristic(items: pl.DataFrame, facts: RolloutFacts) -> StageOneOutpu
     if commands:
         steps.append("Ran: " + ", ".join(f"`{c}`" for c in list(dict.fromkeys(commands))[:6]))
     if files:
-        steps.append("Changed: " + ", ".join(files[:8]))
+        steps.append("Changed: " + ", ".join(_clip(f, 200) for f in files[:8]))
     summary = [
         f"# {title}",
         "",

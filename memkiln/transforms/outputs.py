@@ -4,11 +4,32 @@ from that same model), and parsing that ends in a fixed reason when the answer i
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def map_strings(value: M, fn: Callable[[str], str]) -> M:
+    """A copy of a parsed answer with ``fn`` applied to every string in it, however deep
+    (texts, names, list items): how every model string is redacted before anything uses it."""
+
+    def walk(node: Any) -> Any:
+        if isinstance(node, str):
+            return fn(node)
+        if isinstance(node, BaseModel):
+            return node.model_copy(update={k: walk(v) for k, v in node.__dict__.items()})
+        if isinstance(node, list):
+            return [walk(v) for v in node]
+        if isinstance(node, dict):
+            return {k: walk(v) for k, v in node.items()}
+        return node
+
+    return walk(value)  # type: ignore[no-any-return]
 
 
 class StageOneOutput(BaseModel):
@@ -41,13 +62,41 @@ def stage_one_json_schema() -> dict[str, Any]:
     return schema
 
 
+#: An answer longer than this many characters per output token allowed did not come from a
+#: model that kept to the limit (a real token is a few characters): it fails as too long.
+ANSWER_CHARS_PER_TOKEN = 16
+
+
 @dataclass(frozen=True)
 class Parsed:
     """A parsed answer, or why it could not be used."""
 
     output: StageOneOutput | None
-    reason: str | None = None  # invalid_json | schema_mismatch
+    # invalid_json | schema_mismatch | refused | truncated | answer_too_long
+    reason: str | None = None
     detail: str | None = None
+
+
+def judge_stage_one(
+    text: str | None, *, refusal: str | None, cut: bool, max_output_tokens: int
+) -> Parsed:
+    """The outcome of an answer, each fault with its own reason: the model declined
+    (``refused``, its words as the detail), the output limit cut the answer (``truncated``),
+    the answer is far longer than the limit allows (``answer_too_long``), else parsing
+    (``parse_stage_one``)."""
+    if refusal:
+        return Parsed(None, "refused", " ".join(refusal.split())[:300])
+    if cut:
+        limit_note = f"the answer reached the {max_output_tokens:,}-token output limit"
+        return Parsed(None, "truncated", limit_note)
+    limit = max_output_tokens * ANSWER_CHARS_PER_TOKEN
+    if text is not None and len(text) > limit:
+        return Parsed(
+            None,
+            "answer_too_long",
+            f"{len(text):,} characters, more than {max_output_tokens:,} output tokens can hold",
+        )
+    return parse_stage_one(text)
 
 
 def parse_stage_one(text: str | None) -> Parsed:

@@ -11,6 +11,7 @@ from functools import cache, cached_property
 
 import jinja2
 
+from memkiln.transforms.text import escaped_line
 from memkiln.transforms.tokens import Truncation, count_tokens, stage_one_budget, truncate_middle
 
 #: Bumped whenever a stage-one template changes what the model is asked; stored with outputs.
@@ -18,6 +19,16 @@ STAGE_ONE_PROMPT_VERSION = "stage1-v1"
 #: Output tokens a stage-one answer may use (the default of ``Settings.max_output_tokens``),
 #: kept free in the window.
 STAGE_ONE_MAX_OUTPUT_TOKENS = 4000
+#: Characters of an untrusted value (a path, a cwd, a project key) shown in a prompt header.
+HEADER_VALUE_CHARS = 300
+#: The tag that closes the block of rollout contents; no value or content may spell it.
+CLOSING_TAG_START = "</"
+
+
+def escape_block(contents: str) -> str:
+    """Contents placed between tags, unable to close them: every ``</`` becomes ``<\\/``
+    (the contents are JSON lines, where ``\\/`` is the same ``/``)."""
+    return contents.replace(CLOSING_TAG_START, "<\\/")
 
 
 @cache
@@ -78,10 +89,17 @@ def build_stage_one_input(
     """Render the stage-one system prompt and user message; the contents are cut in the
     middle to ``context_window x 95% x 70%`` tokens (150,000 when the window is unknown),
     or fewer when the window would not also hold the system prompt, the rest of the user
-    message and ``max_output_tokens`` (``stage_one_budget``)."""
+    message and ``max_output_tokens`` (``stage_one_budget``).
+
+    The path and the cwd come from the session, not from memkiln: they go in escaped, on one
+    line, capped (``escaped_line``), and no ``</`` inside the contents can close their block.
+    """
     env = environment()
     template = env.get_template("stage_one_input.md")
-    fields = {"rollout_path": rollout_path, "rollout_cwd": rollout_cwd or "unknown"}
+    fields = {
+        "rollout_path": escaped_line(rollout_path, HEADER_VALUE_CHARS),
+        "rollout_cwd": escaped_line(rollout_cwd, HEADER_VALUE_CHARS) if rollout_cwd else "unknown",
+    }
     system = env.get_template("stage_one_system.md").render()
     frame = template.render(**fields, rollout_contents="")
     budget = stage_one_budget(context_window)
@@ -92,7 +110,7 @@ def build_stage_one_input(
         if stage_one_budget(context_window, reserved_tokens=reserved) < budget:
             reserved = _static_tokens(system) + count_tokens(frame) + 2 + max_output_tokens
             budget = stage_one_budget(context_window, reserved_tokens=reserved)
-    contents, truncation = truncate_middle(rollout_contents, budget)
+    contents, truncation = truncate_middle(escape_block(rollout_contents), budget)
     return StageOneInput(
         system=system,
         user=template.render(**fields, rollout_contents=contents),
@@ -125,7 +143,7 @@ def build_consolidation_input(
     would not fit ``context_window x 95% x 70%`` tokens."""
     env = environment()
     fixed = dict(
-        project_key=project_key,
+        project_key=escaped_line(project_key, HEADER_VALUE_CHARS),
         current_memory=current_memory or "",
         current_summary=current_summary or "",
         removed=removed,

@@ -179,11 +179,12 @@ def test_every_bad_answer_ends_in_its_documented_outcome_and_the_run_goes_on(
         )
     )
     assert outcomes["failed:timeout"] == 1
-    # failed sessions wait for their retry time; nothing is sent again right away
-    before = fake_openai.count()
+    # sessions whose answer failed wait for their retry time; those the service failed
+    # (429, 5xx, timeout) are sent again by the next run at once
     again = extract(s)
-    assert fake_openai.count() == before
-    assert again.decisions.get("retry_later") == 7
+    assert again.decisions.get("retry_later") == 4
+    assert again.decisions.get("take") == 3
+    assert summary.sessions_failed == 7 and again.sessions_failed == 3
 
 
 def test_a_no_op_answer_removes_the_earlier_output(

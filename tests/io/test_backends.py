@@ -30,9 +30,26 @@ def chat_body(content: str | None, usage: dict[str, int] | None = None) -> bytes
 
 def test_a_chat_answer_gives_its_text_and_token_counts() -> None:
     usage = {"prompt_tokens": 120, "completion_tokens": 30, "total_tokens": 150}
-    assert read_answer(chat_body("hello", usage), api="chat") == ("hello", (120, 30))
-    assert read_answer(chat_body("hello"), api="chat") == ("hello", None)
-    assert read_answer(b'{"choices": []}', api="chat") == (None, None)
+    assert read_answer(chat_body("hello", usage), api="chat") == ("hello", (120, 30), None, False)
+    assert read_answer(chat_body("hello"), api="chat")[:2] == ("hello", None)
+    assert read_answer(b'{"choices": []}', api="chat")[:2] == (None, None)
+
+
+def test_a_refusal_and_an_answer_cut_by_the_limit_are_told_apart_in_both_apis() -> None:
+    refused = {"choices": [{"message": {"content": None, "refusal": "I can't help with that."},
+                            "finish_reason": "stop"}]}  # fmt: skip
+    cut = {"choices": [{"message": {"content": '{"raw_memory": "abc'}, "finish_reason": "length"}]}
+    assert (
+        read_answer(json.dumps(refused).encode(), api="chat").refusal == "I can't help with that."
+    )
+    assert read_answer(json.dumps(cut).encode(), api="chat").cut
+    r_refused = {
+        "output": [{"type": "message", "content": [{"type": "refusal", "refusal": "No."}]}]
+    }
+    r_cut = {"status": "incomplete", "incomplete_details": {"reason": "max_output_tokens"},
+             "output": [{"type": "message", "content": [{"type": "output_text", "text": "{"}]}]}  # fmt: skip
+    assert read_answer(json.dumps(r_refused).encode(), api="responses").refusal == "No."
+    assert read_answer(json.dumps(r_cut).encode(), api="responses").cut
 
 
 def test_a_responses_answer_joins_the_output_text_of_its_messages() -> None:
@@ -52,8 +69,9 @@ def test_a_responses_answer_joins_the_output_text_of_its_messages() -> None:
         ],
         "usage": {"input_tokens": 7, "output_tokens": 3, "total_tokens": 10},
     }
-    text, counts = read_answer(json.dumps(body).encode(), api="responses")
+    text, counts, refusal, cut = read_answer(json.dumps(body).encode(), api="responses")
     assert text == '{"raw_memory": "m"}' and counts == (7, 3)
+    assert refusal is None and not cut  # an answer with text is judged by its text
 
 
 @pytest.mark.parametrize("raw", [b"<html>busy</html>", b'{"choices": "none"}', b"[]"])

@@ -1,5 +1,7 @@
 -- Job states after a batch of outcomes: done (with its watermark) or failed (retry later).
 -- Every outcome but `reused` uses one attempt, except run-wide failures ($uncharged).
+-- A failure of the service ($retry_now) may be retried by the next run at once; any other
+-- failure waits until $retry_at.
 update stage1_jobs as j
 set
     status = case
@@ -13,7 +15,9 @@ set
     end,
     owner = null,
     lease_until = null,
-    retry_at = case when f.outcome = 'failed' then $retry_at end,
+    retry_at = case
+        when f.outcome = 'failed' and not list_contains($retry_now, f.reason) then $retry_at
+    end,
     done_watermark = case when f.outcome = 'failed' then j.done_watermark else f.watermark end,
     last_reason = case when f.outcome = 'failed' then f.reason end,
     last_error = case when f.outcome = 'failed' then f.detail end,
