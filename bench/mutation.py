@@ -134,7 +134,9 @@ def results(name: str, work: Path) -> dict[str, str]:
     if not meta.exists():
         return {}
     codes = json.loads(meta.read_text())["exit_code_by_key"]
-    return {k: STATUS.get(v, "suspicious" if v is not None else "not checked") for k, v in codes.items()}
+    return {
+        k: STATUS.get(v, "suspicious" if v is not None else "not checked") for k, v in codes.items()
+    }
 
 
 def equivalent() -> dict[str, str]:
@@ -176,8 +178,9 @@ def report(names: list[str], work: Path) -> None:
 
 def survivors(name: str, work: Path) -> list[str]:
     eq = equivalent()
+    alive = ("survived", "no tests")
     return sorted(
-        (k for k, v in results(name, work).items() if v in ("survived", "no tests") and k not in eq),
+        (k for k, v in results(name, work).items() if v in alive and k not in eq),
         key=lambda k: (k.rsplit("__mutmut_", 1)[0], int(k.rsplit("_", 1)[1])),
     )
 
