@@ -64,7 +64,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     ),
     "usage": (
         "memkiln/transforms/usage.py",
-        ["tests/transforms/test_consolidate.py", "tests/transforms/test_consolidate_mutants.py"],
+        ["tests/transforms/test_consolidate.py", "tests/transforms/test_usage_mutants.py"],
     ),
     "project": (
         "memkiln/transforms/project.py",
