@@ -5,7 +5,9 @@ Each module is mutated in its own scratch copy of the repository (``--work``, de
 mutants run only against the tests scoped to it below (mutmut then runs, for each mutant,
 only the tests that call the mutated function). Results are cached per module: a second
 run resumes; ``--fresh`` starts over. ``--rerun-survivors`` re-tests only the mutants that
-survived last time, against the current tests (the "after" figures of bench/RESULTS.md).
+survived last time, against the current tests (the "after" figures of bench/RESULTS.md);
+the other mutants keep their earlier verdict (saved in ``baseline.json``), since tests were
+only added. Run it on a copy of the "before" directory to keep both.
 
 Equivalent mutants (they cannot change behaviour) are listed with a reason in
 ``bench/mutation-equivalent.txt`` and left out of the score's denominator.
@@ -134,9 +136,18 @@ def results(name: str, work: Path) -> dict[str, str]:
     if not meta.exists():
         return {}
     codes = json.loads(meta.read_text())["exit_code_by_key"]
-    return {
+    out = {
         k: STATUS.get(v, "suspicious" if v is not None else "not checked") for k, v in codes.items()
     }
+    # After --rerun-survivors: mutmut forgets every verdict when the test selection changes;
+    # a mutant the earlier tests killed is still killed (tests were only added), so its
+    # earlier verdict stands when it was not re-run.
+    baseline = work / name / "baseline.json"
+    if baseline.exists():
+        for key, status in json.loads(baseline.read_text()).items():
+            if out.get(key, "not checked") == "not checked":
+                out[key] = status
+    return out
 
 
 def equivalent() -> dict[str, str]:
@@ -210,6 +221,9 @@ def main() -> int:
             keys = survivors(name, args.work) if args.rerun_survivors else []
             if args.rerun_survivors and not keys:
                 continue
+            if args.rerun_survivors:
+                before = results(name, args.work)
+                (args.work / name / "baseline.json").write_text(json.dumps(before, indent=0))
             wd = prepare(name, args.work, fresh=args.fresh)
             cmd = [MUTMUT, "run", "--max-children", str(args.workers), *keys]
             print(f"== {name}: {' '.join(map(str, cmd[:4]))} ({len(keys) or 'all'} mutants)")

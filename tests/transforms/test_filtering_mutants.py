@@ -32,3 +32,8 @@ def test_a_part_without_text_is_not_taken_for_an_injection() -> None:
         [{"type": "input_image", "text": None}, {"type": "input_text", "text": "look"}]
     ]
     assert out["text"].to_list() == ["look"]
+
+
+def test_a_message_without_parts_is_dropped() -> None:
+    row = item(role="assistant", parts=None, text="orphan text")
+    assert kept(row) == []

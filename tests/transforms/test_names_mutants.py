@@ -119,3 +119,13 @@ def test_two_keys_that_read_the_same_get_two_folders() -> None:
 )
 def test_skill_folders_from_a_models_answer(name: str, expected: str | None) -> None:
     assert skill_dirname(name) == expected
+
+
+def test_long_runs_of_separators_around_a_name_are_dropped_before_the_cut() -> None:
+    key = "." * 90 + "repo" + "-" * 90
+    assert project_dirname(key) == f"repo-{_digest(key)}"
+    assert skill_dirname("-" * 70 + "deploy") == "deploy"
+
+
+def test_letters_at_the_ends_of_a_project_key_stay() -> None:
+    assert project_dirname("XrepoX") == f"XrepoX-{_digest('XrepoX')}"

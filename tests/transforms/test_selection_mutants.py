@@ -126,3 +126,42 @@ def test_run_wide_failures_stop_a_run_after_twice_the_concurrency_and_at_least_e
     concurrency: int, limit: int
 ) -> None:
     assert run_wide_failure_limit(concurrency) == limit
+
+
+def test_a_job_without_recorded_attempts_has_made_none() -> None:
+    r = rollout("a")
+    j = job("a", "failed", watermark=r["updated_at"], attempts=None)
+    assert _attempts([r], [j], retry_budget=1) == {"a": 0}
+    assert decide([r], [j], retry_budget=1) == {"a": "take"}
+
+
+def test_a_retry_due_now_is_taken() -> None:
+    r = rollout("a")
+    assert decide([r], [job("a", "failed", watermark=r["updated_at"], retry_at=NOW)]) == {
+        "a": "take"
+    }
+
+
+def test_the_scan_starts_from_the_most_recent_sessions_and_undated_ones_come_last() -> None:
+    rows = [rollout("undated", updated_at=None), rollout("old", hours_ago=30)]
+    rows += [rollout("new", hours_ago=7)]
+    got = decide(rows, scan_limit=2)
+    assert got == {"new": "take", "old": "take"}
+
+
+def test_the_run_limit_prefers_dated_sessions_then_ids_in_order() -> None:
+    rows = [rollout("undated", updated_at=None), rollout("b", hours_ago=8)]
+    rows += [rollout("a", hours_ago=8)]
+    got = decide(rows, max_rollouts_per_run=1)
+    assert got == {"a": "take", "b": "over_run_limit", "undated": "over_run_limit"}
+
+
+def test_selection_returns_the_decision_columns() -> None:
+    out = select_candidates(
+        pl.DataFrame([rollout("a")], schema=ROLLOUT_COLUMNS).lazy(),
+        pl.DataFrame([], schema=JOB_COLUMNS).lazy(),
+        now=NOW,
+        policy=SelectionPolicy(),
+    ).collect()
+    assert out.columns == ["rollout_id", "updated_at", "decision", "attempts_so_far"]
+    assert out["updated_at"].to_list() == [NOW - timedelta(hours=24)]
