@@ -109,8 +109,11 @@ def mutmut_config(source: str, tests: list[str]) -> str:
         'pytest_add_cli_args = ["-p", "no:cacheprovider", "-p", "no:timeout"]\n'
         # Polars' thread pool does not survive a fork from a process that ran the suite.
         'process_isolation = "forkserver"\n'
-        # The machine is shared: a slow test is not a hung mutant.
-        "timeout_constant = 20.0\n"
+        # The machine is shared: a slow test is not a hung mutant; but a mutant that loops
+        # (a cut that never advances) must not hold a worker for minutes. Wall limit:
+        # (the tests' measured time + 10 s) x 1.5 (mutmut gives twice that in CPU time).
+        "timeout_constant = 10.0\n"
+        "timeout_multiplier = 1.5\n"
     )
 
 
