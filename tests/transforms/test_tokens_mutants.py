@@ -93,3 +93,16 @@ def test_a_truncation_reports_what_it_did() -> None:
         Truncation(100, before=5)
     with pytest.raises(ValueError, match="needs both counts"):
         Truncation(100, after=5)
+
+
+def test_a_cut_near_the_start_or_the_end_still_falls_after_a_line_end(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(tokens, "PIECE_CHARS", 1_000)
+    text = "a" * 300 + "\n" + "b" * 700  # 1,001 characters
+    assert tokens._tail_pieces(text) == ["b" * 700, "a" * 300 + "\n"]
+    text = "a" * 700 + "\n" + "b" * 300
+    assert tokens._pieces(text) == ["a" * 700 + "\n", "b" * 300]
+    text = "a" * 999 + "\n" + "b"
+    assert tokens._pieces(text) == ["a" * 999 + "\n", "b"]
+    assert tokens._tail_pieces("b" + "\n" + "a" * 999) == ["a" * 999, "b\n"]
