@@ -163,3 +163,46 @@ def test_fragments_may_use_earlier_fragments(tmp_path: Path) -> None:
     rules = load_rules(_rules_file(tmp_path, text))
     assert rules.rules[0].pattern == "tok_[a-z]{9}"
     assert rules.any_pattern == "(?:tok_[a-z]{9})"
+
+
+def test_a_secret_inside_an_earlier_passs_match_counts_once_for_that_pass(custom: Path) -> None:
+    rules = load_rules(custom)
+    text = "-----BEGIN SECRET-----\ntok_abcdef123456 pin=123456\n-----END SECRET----- pin=999999"
+    counts = rule_hit_counts(pl.LazyFrame({"t": [text]}), column="t", rules=rules).collect()
+    assert counts.rows() == [("block", 1), ("pin", 1)]
+    default = load_rules()
+    token = "ghp_" + "a1B2" * 9
+    lf = pl.LazyFrame({"t": [f"password: {token}"]})
+    assert rule_hit_counts(lf, column="t", rules=default).collect().rows() == [("github-token", 1)]
+
+
+TWO_TOKENS = r"""
+[[rules]]
+id = "short"
+pass = "token"
+regex = '\bab[0-9]{3}\b'
+
+[[rules]]
+id = "long"
+pass = "token"
+regex = '\bxx-ab[0-9]{3}-yy\b'
+
+[[rules]]
+id = "inner"
+pass = "keyed"
+regex = '(\B)q[a-z]+'
+"""
+
+
+def test_a_span_counts_for_the_rule_that_matched_at_its_start(tmp_path: Path) -> None:
+    rules = load_rules(_rules_file(tmp_path, TWO_TOKENS))
+    lf = pl.LazyFrame({"t": ["see xx-ab123-yy and ab456"]})
+    counts = rule_hit_counts(lf, column="t", rules=rules).collect()
+    assert counts.rows() == [("short", 1), ("long", 1)]
+
+
+def test_a_span_whose_match_needs_the_text_before_it_still_counts(tmp_path: Path) -> None:
+    rules = load_rules(_rules_file(tmp_path, TWO_TOKENS))
+    lf = pl.LazyFrame({"t": ["xqabqz"]})  # the match starts inside a word
+    assert redact_text("xqabqz", rules=rules) == f"x{REDACTED}"
+    assert rule_hit_counts(lf, column="t", rules=rules).collect().rows() == [("inner", 1)]
