@@ -206,3 +206,30 @@ def test_a_span_whose_match_needs_the_text_before_it_still_counts(tmp_path: Path
     lf = pl.LazyFrame({"t": ["xqabqz"]})  # the match starts inside a word
     assert redact_text("xqabqz", rules=rules) == f"x{REDACTED}"
     assert rule_hit_counts(lf, column="t", rules=rules).collect().rows() == [("inner", 1)]
+
+
+def _big(rule_id: str, pass_name: str, regex: str) -> str:
+    return f"[[rules]]\nid = '{rule_id}'\npass = '{pass_name}'\nregex = '{regex}'\n"
+
+
+def test_rules_that_compile_alone_but_not_together_are_refused(tmp_path: Path) -> None:
+    # \w{120} compiles alone (Unicode classes are large); two of them exceed the size limit
+    one_pass = _big("a", "token", r"\bxa\w{120}") + _big("b", "token", r"\bxb\w{120}")
+    with pytest.raises(ValueError, match=r"pass 'token': regex does not compile: .*size limit"):
+        load_rules(_rules_file(tmp_path, one_pass))
+    two_passes = _big("a", "token", r"\bxa\w{120}") + _big("b", "keyed", r"(\bxb)\w{120}")
+    with pytest.raises(
+        ValueError, match=r"bad\.toml: combined rule set: regex does not compile: .*size limit"
+    ):
+        load_rules(_rules_file(tmp_path, two_passes))
+
+
+def test_a_regex_matching_only_the_empty_string_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"rule 'r': regex matches the empty string .* ''"):
+        load_rules(_rules_file(tmp_path, _big("r", "token", "^$")))
+
+
+def test_a_file_with_one_pass_builds_only_that_pass(tmp_path: Path) -> None:
+    rules = load_rules(_rules_file(tmp_path, _OK))
+    assert [p.name for p in rules.passes] == ["token"]
+    assert redact_text("hello tok_abcdefghi", rules=rules) == f"hello {REDACTED}"
