@@ -154,8 +154,10 @@ _OK = '[[rules]]\nid = "ok"\npass = "token"\nregex = \'tok_[a-z]{9}\'\n'
 def test_a_malformed_rules_file_is_refused_saying_what_is_wrong(
     tmp_path: Path, text: str, message: str
 ) -> None:
-    with pytest.raises(ValueError, match=message):
-        load_rules(_rules_file(tmp_path, text))
+    path = _rules_file(tmp_path, text)
+    with pytest.raises(ValueError, match=message) as err:
+        load_rules(path)
+    assert str(err.value).startswith(f"{path}: ")
 
 
 def test_fragments_may_use_earlier_fragments(tmp_path: Path) -> None:
