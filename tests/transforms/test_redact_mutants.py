@@ -129,6 +129,11 @@ _OK = '[[rules]]\nid = "ok"\npass = "token"\nregex = \'tok_[a-z]{9}\'\n'
             id="no-regex",
         ),
         pytest.param(
+            "[[rules]]\nid = 'r'\npass = 'token'\nregex = 'x{{nope}}'\n",
+            r"rule 'r': unknown fragment \{\{nope\}\}",
+            id="rule-fragment",
+        ),
+        pytest.param(
             "[fragments]\na = '{{b}}'\n" + _OK,
             r"fragment 'a': unknown fragment \{\{b\}\}",
             id="fragment-order",
@@ -235,3 +240,11 @@ def test_a_file_with_one_pass_builds_only_that_pass(tmp_path: Path) -> None:
     rules = load_rules(_rules_file(tmp_path, _OK))
     assert [p.name for p in rules.passes] == ["token"]
     assert redact_text("hello tok_abcdefghi", rules=rules) == f"hello {REDACTED}"
+
+
+def test_counts_follow_the_rule_order_not_the_text_order(custom: Path) -> None:
+    rules = load_rules(custom)
+    texts = ["dsn://user:pw@h pin=111111 tok_abcdef123456", "pin=222222 dsn://user:x@y"]
+    for text in (texts, list(reversed(texts))):
+        counts = rule_hit_counts(pl.LazyFrame({"t": text}), column="t", rules=rules).collect()
+        assert counts.rows() == [("tok", 1), ("pin", 2), ("dsn", 2)]
