@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLE_ARCHIVE = REPO / "data" / "sample-archive"
 SHARED_CORPUS = REPO.parent / "shared" / "corpus"
 
-pytest_plugins = ["tests.fake_openai"]
+pytest_plugins = ["tests.fake_openai", "tests.timeouts"]
 
 
 @pytest.fixture(scope="session", autouse=True)

@@ -63,7 +63,19 @@ def test_summary_stems_follow_codexs_rule() -> None:
         summary_stem(rid, None, "Fix Login/../Bug!")
         == f"2025-12-31T03-49-12-{expected}-fix_login____bug"
     )
-    assert summary_stem("not-a-uuid", T, None) == f"2026-10-01T00-00-00-{hash4('not-a-uuid')}"
+    # Codex's own fixture: the same id gives the same stem in both tools' folders.
+    assert summary_stem("0194f5a6-89ab-7cde-8123-456789abcdef", T, None) == (
+        "2025-02-11T15-35-19-jqmb"
+    )
+    # Not a UUID: the update time, and a x31 rolling hash of the characters kept to 32 bits,
+    # worked by hand for "not-a-uuid" (n o t - a - u u i d = 110 111 116 45 97 45 117 117 105 100):
+    # h = 110, 3521, 109267, 3387322, 105007079, 3255219494, then past 2**32 it wraps:
+    # 2127556623, 1529745990, 177485539, 1207084513.
+    # 1207084513 mod 62**4 (14776336) = 10201297 = 42*62**3 + 49*62**2 + 51*62 + 3
+    # -> digits G, N, P, 3 in 0-9a-zA-Z, most significant first.
+    assert hash4("not-a-uuid") == "GNP3"
+    assert summary_stem("not-a-uuid", T, None) == "2026-10-01T00-00-00-GNP3"
+    assert summary_stem("not-a-uuid", T, "Fix it") == "2026-10-01T00-00-00-GNP3-fix_it"
     assert sanitize_slug("a" * 70 + "__") == "a" * 60
     assert sanitize_slug("___") == ""
 
