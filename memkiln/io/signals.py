@@ -18,8 +18,10 @@ from types import FrameType
 
 from memkiln.errors import Interrupted
 
-#: Seconds a run may take to unwind after a signal before the process exits regardless.
-GRACE_SECONDS = 20.0
+#: Seconds a run may take to unwind after a signal before the process exits regardless
+#: (unwinding waits for the batch being prepared: about a second on an idle machine, 19 s
+#: was measured at a load average of 18 on 2 cores).
+GRACE_SECONDS = 30.0
 
 HANDLED = (signal.SIGTERM, signal.SIGINT)
 
@@ -27,8 +29,10 @@ _received: list[int] = []  # signals received by this process (the first one cou
 _hard_exit_hooks: list[Callable[[], None]] = []
 
 
-def _hard_exit(code: int) -> None:
+def _hard_exit(code: int, message: str | None = None) -> None:
     """Stop what this process started, then exit now, skipping Python's shutdown."""
+    if message:
+        sys.stderr.write(message + "\n")
     try:
         for hook in _hard_exit_hooks:
             hook()
@@ -38,13 +42,18 @@ def _hard_exit(code: int) -> None:
 
 
 def _handler(signum: int, frame: FrameType | None) -> None:
+    name = signal.Signals(signum).name
     if _received:  # a second signal: no more waiting
-        _hard_exit(128 + signum)
+        _hard_exit(
+            128 + signum, f"error: {name} again: exiting now; the next run closes the records"
+        )
     _received.append(signum)
-    timer = threading.Timer(GRACE_SECONDS, _hard_exit, args=(128 + signum,))
+    late = f"error: interrupted by {name}: not stopped after {GRACE_SECONDS:.0f} s, exiting now; "
+    late += "the next run closes the run records"
+    timer = threading.Timer(GRACE_SECONDS, _hard_exit, args=(128 + signum, late))
     timer.daemon = True
     timer.start()
-    raise Interrupted(signum, signal.Signals(signum).name)
+    raise Interrupted(signum, name)
 
 
 @contextmanager
@@ -84,8 +93,7 @@ def stop_request(exc: BaseException) -> str | None:
 
 def exit_now(exc: Interrupted, message: str) -> None:
     """Print ``message`` and exit at once with the signal's code (see ``_hard_exit``)."""
-    sys.stderr.write(message + "\n")
-    _hard_exit(128 + exc.signum)
+    _hard_exit(128 + exc.signum, message)
 
 
 def stopped_line(exc: Interrupted) -> str:
