@@ -239,9 +239,13 @@ def temporaries(out: Path) -> list[str]:
     return [str(p.relative_to(out)) for p in out.rglob(f"{TEMP_PREFIX}*")]
 
 
-def store_facts(db: Path) -> dict[str, object]:
-    """What the checks compare: audits, job states, outputs, table sizes, running runs."""
-    con = open_store(db, read_only=True)
+def store_facts(db: Path, *, opened_as_next_run: bool = False) -> dict[str, object]:
+    """What the checks compare: audits, job states, outputs, table sizes, running runs.
+
+    ``opened_as_next_run``: open the file as the next run would (read-write, applying the
+    schema files a run killed while creating the database had not applied yet: each is its
+    own transaction, so such a file holds a prefix of them)."""
+    con = open_store(db, read_only=not opened_as_next_run)
     try:
 
         def q(sql: str) -> list[tuple[object, ...]]:
@@ -347,7 +351,7 @@ def trial(bench: Bench, n: int, phase: str, rng: random.Random) -> Trial:
     problems = result.problems
     # what the killed run left: a database that opens, and files old or new, never partial
     try:
-        left = store_facts(state / "m.duckdb")
+        left = store_facts(state / "m.duckdb", opened_as_next_run=True)
         if any(left["audits"].values()):  # type: ignore[attr-defined]
             problems.append(f"audits after the kill: {left['audits']}")
     except Exception as exc:  # a database that does not open is the finding
