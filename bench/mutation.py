@@ -162,31 +162,34 @@ def equivalent() -> dict[str, str]:
     return out
 
 
-def score_row(name: str, work: Path) -> tuple[str, int, int, int, int, str]:
+def score_row(name: str, work: Path) -> tuple[str, int, int, int, int, int, str]:
+    """``module, mutants, killed, not killed, equivalent, not checked, score``; the score is
+    killed / (checked - equivalent)."""
     res = results(name, work)
     eq = equivalent()
     counts = Counter(res.values())
     killed = counts["killed"] + counts["timeout"] + counts["caught by type check"]
+    unchecked = counts["not checked"]
     n_eq = sum(1 for k, v in res.items() if k in eq and v not in ("killed", "timeout"))
-    live = len(res) - n_eq
+    live = len(res) - unchecked - n_eq
     pct = f"{100 * killed / live:.1f}%" if live else "-"
-    return name, len(res), killed, len(res) - killed - n_eq, n_eq, pct
+    return name, len(res), killed, live - killed, n_eq, unchecked, pct
 
 
 def report(names: list[str], work: Path) -> None:
-    print("| module | mutants | killed | not killed | equivalent | score |")
-    print("| --- | ---: | ---: | ---: | ---: | ---: |")
-    tot = [0, 0, 0, 0]
+    print("| module | mutants | killed | not killed | equivalent | not checked | score |")
+    print("| --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    tot = [0, 0, 0, 0, 0]
     for name in names:
         row = score_row(name, work)
         if row[1] == 0:
             continue
-        for i in range(4):
-            tot[i] += row[i + 1]
+        for i in range(5):
+            tot[i] += row[i + 1]  # type: ignore[operator]
         print("| " + " | ".join(str(c) for c in row) + " |")
-    live = tot[0] - tot[3]
+    live = tot[1] + tot[2]
     pct = f"{100 * tot[1] / live:.1f}%" if live else "-"
-    print(f"| total | {tot[0]} | {tot[1]} | {tot[2]} | {tot[3]} | {pct} |")
+    print(f"| total | {tot[0]} | {tot[1]} | {tot[2]} | {tot[3]} | {tot[4]} | {pct} |")
 
 
 def survivors(name: str, work: Path) -> list[str]:

@@ -149,3 +149,10 @@ def test_cleaning_removes_only_temporaries_a_killed_run_left(
     assert victim.read_text() == "keep me"
     assert (out.root / "p" / "a.md").read_text() == "x"
     assert out.clean_temporaries() == 0
+
+
+def test_an_existing_output_directory_is_used_as_it_is(tmp_path: Path) -> None:
+    first = OutputRoot(tmp_path / "memories")
+    first.write("p/a.md", "x")
+    again = OutputRoot(tmp_path / "memories")
+    assert again.read("p/a.md") == "x"

@@ -264,3 +264,73 @@ def test_memories_without_text_or_project_are_not_selected_and_ranks_start_at_on
     )
     out = select_memories(outputs.lazy(), usage.lazy(), limit=5).collect()
     assert out.select("rollout_id", "rank", "usage_count").rows() == [("ok", 1, 0)]
+
+
+def test_undated_sessions_say_unknown_and_come_last() -> None:
+    sel = with_stems(
+        pl.DataFrame(
+            {
+                "project_key": [KEY, KEY],
+                "rollout_id": ["undated", A],
+                "cwd": [None, None],
+                "updated_at": pl.Series([None, T], dtype=pl.Datetime("us", "UTC")),
+                "raw_memory": ["### Task 1: Old work\n", "### Task 1: New work\n"],
+                "rollout_summary": ["s", "s"],
+                "rollout_slug": [None, None],
+            }
+        )
+    )
+    files = deterministic_files(KEY, sel)
+    undated = next(v for k, v in files.items() if k.startswith("rollout_summaries/1970-"))
+    assert "updated_at: unknown\n" in undated
+    raw = files["raw_memories.md"]
+    assert raw.index("rollout_id: " + A) < raw.index("rollout_id: undated")
+    assert "updated_at: unknown\n" in raw
+    memory_md = heuristic_consolidation(KEY, sel.filter(pl.col("rollout_id") == "undated"))
+    assert "(unknown dates)" in memory_md["MEMORY.md"]
+    # a memory without keywords is grouped under "general"
+    assert "### general\n- Old work" in memory_md["MEMORY.md"]
+
+
+def test_task_groups_keep_their_sorted_order() -> None:
+    memory = "---\nkeywords: {k}\n---\n### Task 1: {t}\n"
+    sel = with_stems(
+        pl.DataFrame(
+            {
+                "project_key": [KEY] * 3,
+                "rollout_id": [A, B, "c"],
+                "cwd": [None] * 3,
+                "updated_at": [T, T + timedelta(days=1), T + timedelta(days=2)],
+                "raw_memory": [
+                    memory.format(k="zeta", t="z"),
+                    memory.format(k="alpha", t="a"),
+                    memory.format(k="mid", t="m"),
+                ],
+                "rollout_summary": ["s"] * 3,
+                "rollout_slug": [None] * 3,
+            }
+        )
+    )
+    text = heuristic_consolidation(KEY, sel)["MEMORY.md"]
+    assert text.index("### alpha") < text.index("### mid") < text.index("### zeta")
+
+
+def test_a_more_recent_last_use_ranks_first_at_equal_counts() -> None:
+    outputs = pl.DataFrame(
+        {
+            "project_key": ["p", "p"],
+            "rollout_id": ["used-long-ago", "used-lately"],
+            "updated_at": [T + timedelta(days=9), T],
+            "raw_memory": ["m", "m"],
+            "rollout_summary": ["s", "s"],
+        }
+    )
+    usage = pl.DataFrame(
+        {
+            "rollout_id": ["used-long-ago", "used-lately"],
+            "usage_count": [2, 2],
+            "last_usage": [T, T + timedelta(days=5)],
+        }
+    )
+    out = select_memories(outputs.lazy(), usage.lazy(), limit=1).collect()
+    assert out["rollout_id"].to_list() == ["used-lately"]
