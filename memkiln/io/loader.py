@@ -17,7 +17,7 @@ import duckdb
 import polars as pl
 
 from memkiln.constants import QUARANTINE_EXCERPT_CHARS
-from memkiln.io.archive import FileBytes, FileStat, content_hash, read_file
+from memkiln.io.archive import FileBytes, FileStat, content_hash, path_key, read_file
 from memkiln.io.store import fetch_pl, now, sql, transaction
 from memkiln.transforms.lines import (
     SURROGATE_ESCAPE,
@@ -33,8 +33,16 @@ from memkiln.transforms.normalize import (
     build_rollouts,
     content_arrays,
     detect_formats,
+    redact_items,
+    redact_rollouts,
 )
-from memkiln.transforms.redact import RuleSet, redact_text, rule_hit_counts
+from memkiln.transforms.redact import (
+    REDACTED,
+    RuleSet,
+    redact_expr,
+    redact_text,
+    rule_hit_counts,
+)
 
 #: File outcomes that count as failed in a run's summary.
 FAILED_STATUSES = ("unreadable", "corrupt", "binary", "unrecognized")
@@ -126,6 +134,7 @@ def prepare_batch(
         file_rows.append(
             {
                 "file_id": fid,
+                "path_key": path_key(fb.stat.path),
                 "path": fb.stat.path,
                 "compression": fb.stat.compression,
                 "size": fb.stat.size,
@@ -138,6 +147,7 @@ def prepare_batch(
         file_rows,
         schema={
             "file_id": pl.Int64,
+            "path_key": pl.String,
             "path": pl.String,
             "compression": pl.String,
             "size": pl.Int64,
@@ -157,6 +167,8 @@ def prepare_batch(
         extra_quarantine=pl.DataFrame(whole_file_quarantine, schema=QUARANTINE_SCHEMA),
         rules=rules,
     )
+    # the real path was needed to name sessions (a uuid in the file name); stored, it is redacted
+    files = files.with_columns(path=redact_expr(pl.col("path"), rules=rules))
     return PreparedBatch(files=files, norm=norm, bytes_read=bytes_read)
 
 
@@ -210,8 +222,12 @@ def write_batch(
         "where file_id <> all($fids::bigint[]) and rollout_id = any($ids)",
         {"fids": fids, "ids": rollouts["rollout_id"].to_list()},
     )
+    # a stored path holding a redacted secret cannot be checked: its file is taken as present
     gone = held.filter(
-        pl.Series([not os.path.exists(p) for p in held["holder_path"]], dtype=pl.Boolean)
+        pl.Series(
+            [REDACTED not in p and not os.path.exists(p) for p in held["holder_path"]],
+            dtype=pl.Boolean,
+        )
     )
     released = gone["holder"].unique().to_list()
     held = held.join(gone.select("holder"), on="holder", how="anti").drop("holder_path")
@@ -386,7 +402,7 @@ def normalize_chunks(
     del good
 
     # 5. normalize into items and rollouts
-    items = build_items(fields.lazy(), blocks.lazy()).collect()
+    items = redact_items(build_items(fields.lazy(), blocks.lazy()), rules=rules).collect()
     del blocks
     parts = [bad] if extra_quarantine is None else [bad, extra_quarantine]
     quarantine = pl.concat(parts, how="vertical_relaxed")
@@ -400,8 +416,11 @@ def normalize_chunks(
         )
         .with_columns(pl.col("n_lines", "n_quarantined").fill_null(0).cast(pl.Int64))
     )
-    rollouts = build_rollouts(
-        fields.lazy(), items.lazy(), per_file.filter(pl.col("format").is_not_null()).lazy()
+    rollouts = redact_rollouts(
+        build_rollouts(
+            fields.lazy(), items.lazy(), per_file.filter(pl.col("format").is_not_null()).lazy()
+        ),
+        rules=rules,
     ).collect()
     return Normalized(items, rollouts, quarantine, per_file, hits)
 

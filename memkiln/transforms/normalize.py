@@ -22,6 +22,7 @@ from __future__ import annotations
 import polars as pl
 
 from memkiln.transforms.project import project_key
+from memkiln.transforms.redact import RuleSet, redact_expr
 
 CODEX_RECORD_TYPES = (
     "session_meta",
@@ -367,14 +368,20 @@ def build_items(fields: pl.LazyFrame, blocks: pl.LazyFrame) -> pl.LazyFrame:
     return (
         pl.concat([codex, others], how="vertical_relaxed")
         .sort("fid", "line_no", "part_idx")
-        .with_columns(ts=parse_timestamp(pl.col("ts_text")).forward_fill().over("fid"))
+        .with_columns(
+            ts=parse_timestamp(pl.col("ts_text")).forward_fill().over("fid"),
+            # a line without a usable type is still stored (never a failed insert)
+            record_type=pl.col("record_type").fill_null(pl.lit("unknown")),
+        )
         .select(ITEM_COLUMNS.keys())
         .cast(ITEM_COLUMNS)  # type: ignore[arg-type]
     )
 
 
 def _first(expr: pl.Expr) -> pl.Expr:
-    return expr.drop_nulls().first()
+    """The value of the file's first line (by line number) where ``expr`` is not null; the
+    order rows arrive in is not relied on."""
+    return expr.sort_by("line_no").drop_nulls().first()
 
 
 def build_rollouts(fields: pl.LazyFrame, items: pl.LazyFrame, files: pl.LazyFrame) -> pl.LazyFrame:
@@ -394,32 +401,38 @@ def build_rollouts(fields: pl.LazyFrame, items: pl.LazyFrame, files: pl.LazyFram
         .otherwise(pl.col("p_source"))
     )
     env_cwd = pl.coalesce("p_content", "content").str.extract(r"<cwd>([^<]+)</cwd>", 1)
+    # a resumed or forked file holds several session_meta lines: the first (by line number)
+    # names the session, a later one with another id is its parent (its lineage)
+    meta_id = pl.when(codex_meta).then(pl.coalesce("p_id", "p_session_id"))
+    meta_ids = meta_id.sort_by("line_no").drop_nulls()
+    own_meta = codex_meta & (pl.col("line_no") == pl.col("line_no").filter(codex_meta).min())
     meta = fields.group_by("fid").agg(
-        codex_id=_first(pl.when(codex_meta).then(pl.coalesce("p_id", "p_session_id"))),
+        codex_id=meta_ids.first(),
+        lineage_id=meta_ids.filter(meta_ids != meta_ids.first()).first(),
         legacy_id=_first(pl.when(legacy_header).then(pl.col("id"))),
         pi_id=_first(pl.when(pi_header).then(pl.col("id"))),
         claude_session=_first(pl.col("session_id")),
         agent_id=_first(pl.col("agent_id")),
         sidechain=(pl.col("is_sidechain") == "true").any(),
         header_ts=_first(
-            pl.when(codex_meta)
+            pl.when(own_meta)
             .then(pl.coalesce("p_timestamp", "timestamp"))
             .when(legacy_header | pi_header)
             .then(pl.col("timestamp"))
         ),
-        cwd=_first(pl.coalesce(pl.when(codex_meta).then(pl.col("p_cwd")), pl.col("cwd"))),
+        cwd=_first(pl.coalesce(pl.when(own_meta).then(pl.col("p_cwd")), pl.col("cwd"))),
         env_cwd=_first(env_cwd),
-        originator=_first(pl.when(codex_meta).then(pl.col("p_originator"))),
+        originator=_first(pl.when(own_meta).then(pl.col("p_originator"))),
         cli_version=_first(
-            pl.coalesce(pl.when(codex_meta).then(pl.col("p_cli_version")), pl.col("version"))
+            pl.coalesce(pl.when(own_meta).then(pl.col("p_cli_version")), pl.col("version"))
         ),
-        source=_first(pl.when(codex_meta).then(codex_source)),
+        source=_first(pl.when(own_meta).then(codex_source)),
         entrypoint=_first(pl.col("entrypoint")),
-        git=_first(pl.when(codex_meta).then(pl.col("p_git")).when(legacy_header).then("git")),
+        git=_first(pl.when(own_meta).then(pl.col("p_git")).when(legacy_header).then("git")),
         git_branch_line=_first(pl.col("git_branch")),
-        memory_mode=_first(pl.when(codex_meta).then(pl.col("p_memory_mode"))),
-        forked_from_id=_first(pl.when(codex_meta).then(pl.col("p_forked_from_id"))),
-        parent_thread_id=_first(pl.when(codex_meta).then(pl.col("p_parent_thread_id"))),
+        memory_mode=_first(pl.when(own_meta).then(pl.col("p_memory_mode"))),
+        forked_from_id=_first(pl.when(own_meta).then(pl.col("p_forked_from_id"))),
+        parent_thread_id=_first(pl.when(own_meta).then(pl.col("p_parent_thread_id"))),
     )
     stats = items.group_by("fid").agg(
         first_ts=pl.col("ts").min(),
@@ -498,7 +511,9 @@ def build_rollouts(fields: pl.LazyFrame, items: pl.LazyFrame, files: pl.LazyFram
                 "parent_thread_id",
                 pl.when(pl.col("agent_id").is_not_null()).then(pl.col("claude_session")),
             ),
-            forked_from_id="forked_from_id",
+            forked_from_id=pl.when(fmt == "codex")
+            .then(pl.coalesce("forked_from_id", "lineage_id"))
+            .otherwise(pl.col("forked_from_id")),
             is_subagent=is_subagent.fill_null(False),
             n_lines="n_lines",
             n_items=pl.col("n_items").fill_null(0),
@@ -509,3 +524,39 @@ def build_rollouts(fields: pl.LazyFrame, items: pl.LazyFrame, files: pl.LazyFram
         )
         .filter(pl.col("rollout_id").is_not_null())
     )
+
+
+#: Decoded text columns of items and rollouts, redacted again after parsing (the raw line was
+#: redacted before it; a secret may only show once its JSON escapes are decoded).
+ITEM_TEXT_COLUMNS = ("role", "name", "call_id", "text")
+ROLLOUT_TEXT_COLUMNS = (
+    "path",
+    "source",
+    "originator",
+    "cli_version",
+    "cwd",
+    "project_key",
+    "git_repository_url",
+    "git_branch",
+    "git_commit",
+    "memory_mode",
+    "parent_id",
+    "forked_from_id",
+)
+
+
+def redact_items(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
+    """Redact the decoded text of items: ``text``, names, ids and every message part."""
+    part = pl.element().struct
+    return lf.with_columns(
+        *(redact_expr(pl.col(name), rules=rules) for name in ITEM_TEXT_COLUMNS),
+        parts=pl.col("parts").list.eval(
+            pl.struct(type=part.field("type"), text=redact_expr(part.field("text"), rules=rules))
+        ),
+    )
+
+
+def redact_rollouts(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
+    """Redact a rollout's decoded texts: its path, cwd, git remote and project key included
+    (they name folders and reach prompts)."""
+    return lf.with_columns(redact_expr(pl.col(name), rules=rules) for name in ROLLOUT_TEXT_COLUMNS)
