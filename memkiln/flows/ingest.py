@@ -18,7 +18,7 @@ import polars as pl
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from memkiln.constants import INGEST_BATCH_FILES
+from memkiln.constants import INGEST_BATCH_FILES, INGEST_DUCKDB_MEMORY
 from memkiln.errors import ConfigError
 from memkiln.flows.progress import Reporter
 from memkiln.io.archive import discover, path_key
@@ -95,6 +95,8 @@ def ingest_archive(settings: Settings, *, reporter: Reporter | None = None) -> I
     con = open_store(settings.db)
     summary = IngestSummary()
     try:
+        # a large batch's rows wait in the transaction: past this, DuckDB writes them out
+        con.execute(f"set memory_limit = '{INGEST_DUCKDB_MEMORY}'")
         shown = redact_text(str(archive.resolve()), rules=load_rules())
         with recorded_run(
             con, command="ingest", archive=shown, counts=summary.counters

@@ -65,11 +65,17 @@ def split_lines(chunks: Sequence[tuple[int, bytes]]) -> pl.DataFrame:
         pieces.append(data)
     if not pieces:
         return pl.DataFrame(schema=LINE_SCHEMA)
-    buf = b"".join(pieces)
+    buf = pieces[0] if len(pieces) == 1 else b"".join(pieces)
     del pieces
-    raw = pc.split_pattern(pa.array([buf], pa.large_binary()), b"\n").flatten()
+    # the bytes as one Arrow value without a copy (a large file is not held twice)
+    whole = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(),
+        1,
+        [None, pa.array([0, len(buf)], pa.int64()).buffers()[1], pa.py_buffer(buf)],
+    )
+    raw = pc.split_pattern(whole, b"\n").flatten()
+    del whole, buf
     raw = raw.slice(0, len(raw) - 1)  # the empty piece after the final newline
-    del buf
     binary = pl.Series("raw", raw, dtype=pl.Binary)
     text, lossy = _decode_utf8(binary)
     frame = pl.DataFrame({"fid": fids, "n": counts}, schema={"fid": pl.Int64, "n": pl.Int64})

@@ -116,6 +116,12 @@ def detect_formats(fields: pl.LazyFrame) -> pl.LazyFrame:
 
     Each line votes for the formats whose markers it carries; the file takes the majority.
     """
+    return formats_from_votes(format_votes(fields))
+
+
+def format_votes(fields: pl.LazyFrame) -> pl.LazyFrame:
+    """``fid, codex, claude, pi``: how many lines of each file carry each format's markers
+    (votes of several parts of a file add up)."""
     t = pl.col("type")
     codex = (
         (pl.col("has_payload") & t.is_in(CODEX_RECORD_TYPES))
@@ -135,11 +141,17 @@ def detect_formats(fields: pl.LazyFrame) -> pl.LazyFrame:
         ((t == "session") & pl.col("cwd").is_not_null())
         | ((t == "message") & pl.col("m_role").is_not_null() & pl.col("session_id").is_null())
     )
-    votes = fields.group_by("fid").agg(
-        codex=codex.sum(),
-        claude=claude.sum(),
-        pi=pi.sum(),
+    return fields.group_by("fid").agg(
+        codex=codex.sum().cast(pl.Int64),
+        claude=claude.sum().cast(pl.Int64),
+        pi=pi.sum().cast(pl.Int64),
     )
+
+
+def formats_from_votes(votes: pl.LazyFrame) -> pl.LazyFrame:
+    """``fid, format``: the majority of each file's votes (summed first when a file's lines
+    were counted in several parts); no vote at all gives null."""
+    votes = votes.group_by("fid").agg(pl.col("codex", "claude", "pi").sum())
     best = pl.max_horizontal("codex", "claude", "pi")
     return votes.select(
         "fid",
@@ -354,8 +366,14 @@ def message_items(fields: pl.LazyFrame, blocks: pl.LazyFrame) -> pl.LazyFrame:
     return pl.concat([singles, multi], how="vertical_relaxed")
 
 
-def build_items(fields: pl.LazyFrame, blocks: pl.LazyFrame) -> pl.LazyFrame:
-    """All items of a batch, in file order, with timestamps carried forward within a file."""
+def build_items(
+    fields: pl.LazyFrame, blocks: pl.LazyFrame, *, fill_timestamps: bool = True
+) -> pl.LazyFrame:
+    """All items of a batch, in file order, with timestamps carried forward within a file.
+
+    ``fill_timestamps=False`` leaves a line without a timestamp null, for items built part by
+    part of a file: :func:`fill_timestamps` carries them forward once the parts are joined.
+    """
     codex = codex_items(
         fields.filter(pl.col("format") == "codex"),
         blocks.join(
@@ -369,13 +387,62 @@ def build_items(fields: pl.LazyFrame, blocks: pl.LazyFrame) -> pl.LazyFrame:
         pl.concat([codex, others], how="vertical_relaxed")
         .sort("fid", "line_no", "part_idx")
         .with_columns(
-            ts=parse_timestamp(pl.col("ts_text")).forward_fill().over("fid"),
+            ts=parse_timestamp(pl.col("ts_text")).forward_fill().over("fid")
+            if fill_timestamps
+            else parse_timestamp(pl.col("ts_text")),
             # a line without a usable type is still stored (never a failed insert)
             record_type=pl.col("record_type").fill_null(pl.lit("unknown")),
         )
         .select(ITEM_COLUMNS.keys())
         .cast(ITEM_COLUMNS)  # type: ignore[arg-type]
     )
+
+
+def fill_timestamps(items: pl.LazyFrame) -> pl.LazyFrame:
+    """Carry each file's last timestamp forward over items without one (items in file order)."""
+    return items.with_columns(ts=pl.col("ts").forward_fill().over("fid"))
+
+
+#: The line fields :func:`build_rollouts` reads (message texts left out).
+ROLLOUT_FIELDS = (
+    "fid",
+    "line_no",
+    "has_payload",
+    "type",
+    "record_type",
+    "id",
+    "timestamp",
+    "session_id",
+    "m_role",
+    "p_id",
+    "p_session_id",
+    "p_timestamp",
+    "p_source",
+    "p_cwd",
+    "cwd",
+    "p_originator",
+    "p_cli_version",
+    "version",
+    "agent_id",
+    "is_sidechain",
+    "entrypoint",
+    "p_git",
+    "git",
+    "git_branch",
+    "p_memory_mode",
+    "p_forked_from_id",
+    "p_parent_thread_id",
+)
+
+
+def rollout_fields(fields: pl.LazyFrame) -> pl.LazyFrame:
+    """The narrow part of the line fields that :func:`build_rollouts` needs: its columns, and
+    ``env_cwd`` (the cwd an ``<environment_context>`` names) instead of the message texts, so
+    the fields of a large file can be kept part by part without its texts."""
+    if "env_cwd" in fields.collect_schema().names():
+        return fields
+    env_cwd = pl.coalesce("p_content", "content").str.extract(r"<cwd>([^<]+)</cwd>", 1)
+    return fields.select(*ROLLOUT_FIELDS, env_cwd=env_cwd)
 
 
 def _first(expr: pl.Expr) -> pl.Expr:
@@ -389,6 +456,7 @@ def build_rollouts(fields: pl.LazyFrame, items: pl.LazyFrame, files: pl.LazyFram
 
     ``files`` has ``fid, path, format, n_lines, n_quarantined``.
     """
+    fields = rollout_fields(fields)
     fmt = pl.col("format")
     t = pl.col("type")
     codex_meta = pl.col("has_payload") & (t == "session_meta")
@@ -400,7 +468,7 @@ def build_rollouts(fields: pl.LazyFrame, items: pl.LazyFrame, files: pl.LazyFram
         .then(pl.col("p_source").str.extract(r'^\{\s*"([^"]+)"', 1))
         .otherwise(pl.col("p_source"))
     )
-    env_cwd = pl.coalesce("p_content", "content").str.extract(r"<cwd>([^<]+)</cwd>", 1)
+    env_cwd = pl.col("env_cwd")
     # a resumed or forked file holds several session_meta lines: the first (by line number)
     # names the session, a later one with another id is its parent (its lineage)
     meta_id = pl.when(codex_meta).then(pl.coalesce("p_id", "p_session_id"))

@@ -316,15 +316,13 @@ def _check_combined(rule_set: RuleSet) -> None:
 # -- expressions -----------------------------------------------------------------------------
 
 
-#: A JSON escape of a printable ASCII character other than the quote and the backslash, behind
-#: a run of backslashes of any length: ``\u0041`` in a string, ``\\u0041`` in a string inside a
-#: string (a tool's arguments), and so on.
-_ESCAPED_ASCII = r"\\+u00(2[013-9a-fA-F]|[346][0-9a-fA-F]|5[0-9abd-fABD-F]|7[0-9a-eA-E])"
-#: An escaped solidus (``\/``, written by PHP and some Java encoders), at any depth.
-_ESCAPED_SOLIDUS = r"\\+/"
+#: A JSON escape of a printable ASCII character other than the quote and the backslash, or an
+#: escaped solidus, behind a run of backslashes of any length: ``\u0041`` in a string,
+#: ``\\u0041`` in a string inside a string (a tool's arguments), and so on.
+_ESCAPED_ASCII = r"\\+(u00(?:2[013-9a-fA-F]|[346][0-9a-fA-F]|5[0-9abd-fABD-F]|7[0-9a-eA-E])|/)"
 _ASCII_CODES = [c for c in range(0x20, 0x7F) if c not in (0x22, 0x5C)]
-_ASCII_ESCAPES = [f"\\u00{c:02x}" for c in _ASCII_CODES]
-_ASCII_CHARS = [chr(c) for c in _ASCII_CODES]
+_ASCII_ESCAPES = [f"\\u00{c:02x}" for c in _ASCII_CODES] + ["\\/"]
+_ASCII_CHARS = [chr(c) for c in _ASCII_CODES] + ["/"]
 
 
 def unescape_expr(expr: pl.Expr) -> pl.Expr:
@@ -336,10 +334,8 @@ def unescape_expr(expr: pl.Expr) -> pl.Expr:
     the backslash are never unescaped, and no escape is left half. Text without such escapes is
     unchanged.
     """
-    return (
-        expr.str.replace_all(_ESCAPED_ASCII, r"\u00${1}")
-        .str.replace_all(_ESCAPED_SOLIDUS, "/", literal=False)
-        .str.replace_many(_ASCII_ESCAPES, _ASCII_CHARS, ascii_case_insensitive=True)
+    return expr.str.replace_all(_ESCAPED_ASCII, r"\${1}").str.replace_many(
+        _ASCII_ESCAPES, _ASCII_CHARS, ascii_case_insensitive=True
     )
 
 
