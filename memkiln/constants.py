@@ -11,6 +11,14 @@ ROW_GROUP_SIZE = 2048
 #: Files gathered into one batch at most (many tiny files still make bounded batches).
 INGEST_BATCH_FILES = 2_000
 
+#: Raw bytes of lines cleaned, parsed and normalized together: a file larger than this is
+#: handled in parts, so ingest memory follows this size rather than the largest file.
+SEGMENT_BYTES = 16 * 1024 * 1024
+
+#: DuckDB's memory limit during an ingest: the rows of a large batch wait in its transaction,
+#: and past this DuckDB writes them to the database file instead of holding them.
+INGEST_DUCKDB_MEMORY = "256MB"
+
 #: Characters of a bad line kept, redacted, in the quarantine table.
 QUARANTINE_EXCERPT_CHARS = 200
 

@@ -124,8 +124,15 @@ def build_requests(
         {"ids": ids},
     )
     kept = filter_memory_items(items.lazy()).sort("rollout_id", "seq").collect()
+    del items  # a large session's texts are held once, not twice
     contents = contents_by_rollout(kept.lazy(), rules=rules).collect()
-    per_rollout = kept.partition_by("rollout_id", as_dict=True, maintain_order=True)
+    # each session's items as a slice of ``kept`` (sorted by session): no copy
+    bounds = kept.group_by("rollout_id", maintain_order=True).agg(n=pl.len())
+    offsets = bounds["n"].cum_sum() - bounds["n"]
+    per_rollout = {
+        (rid,): kept.slice(int(offset), int(n))
+        for rid, offset, n in zip(bounds["rollout_id"], offsets, bounds["n"], strict=True)
+    }
     empty = kept.clear()
     table = meta.join(contents, on="rollout_id", how="left")
     requests = []

@@ -17,18 +17,18 @@ import polars as pl
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
-from memkiln.constants import INGEST_BATCH_FILES
+from memkiln.constants import INGEST_BATCH_FILES, INGEST_DUCKDB_MEMORY
 from memkiln.errors import ConfigError
 from memkiln.flows.ephemeral import stoppable
 from memkiln.flows.progress import Reporter
 from memkiln.flows.records import ingest_section, phase_of, publish
-from memkiln.io.archive import discover
+from memkiln.io.archive import discover, path_key
 from memkiln.io.loader import BatchResult, prepared_batches, write_batch
 from memkiln.io.lock import hold_store
 from memkiln.io.store import fetch_pl, open_store, recorded_run
 from memkiln.settings import Options, Settings
 from memkiln.transforms.plan import FOUND_SCHEMA, batches, plan_files
-from memkiln.transforms.redact import load_rules
+from memkiln.transforms.redact import load_rules, redact_text
 
 
 @dataclass
@@ -78,8 +78,17 @@ def plan_archive(con, archive: Path) -> pl.DataFrame:  # type: ignore[no-untyped
         schema=FOUND_SCHEMA,
         orient="row",
     )
-    known = fetch_pl(con, "select file_id, path, size, mtime_ns, status from files")
-    return plan_files(found, known)
+    # files are recognised by the key of their real path (the stored path is redacted): the
+    # plan is made over keys, then the real paths are put back
+    keys = found.select(key=pl.Series([path_key(p) for p in found["path"]], dtype=pl.String))
+    known = fetch_pl(con, "select file_id, path_key as path, size, mtime_ns, status from files")
+    plan = plan_files(found.with_columns(path=keys["key"]), known)
+    real = found.select(key=keys["key"], real="path")
+    return (
+        plan.join(real, left_on="path", right_on="key", how="left", maintain_order="left")
+        .with_columns(path="real")
+        .drop("real")
+    )
 
 
 def ingest_archive(settings: Settings, *, reporter: Reporter | None = None) -> IngestSummary:
@@ -89,8 +98,11 @@ def ingest_archive(settings: Settings, *, reporter: Reporter | None = None) -> I
     con = open_store(settings.db)
     summary = IngestSummary()
     try:
+        # a large batch's rows wait in the transaction: past this, DuckDB writes them out
+        con.execute(f"set memory_limit = '{INGEST_DUCKDB_MEMORY}'")
+        shown = redact_text(str(archive.resolve()), rules=load_rules())
         with recorded_run(
-            con, command="ingest", archive=str(archive.resolve()), counts=summary.counters
+            con, command="ingest", archive=shown, counts=summary.counters
         ) as summary.run_id:
             _ingest(con, archive, settings, summary, reporter)
     finally:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import stat as stat_mode
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -51,8 +52,9 @@ def compression_of(path: str) -> str:
 def discover(archive: Path) -> Iterator[FileStat]:
     """Yield every rollout file under ``archive``, recursively, in a stable order.
 
-    Symbolic links to files are followed; directories are walked without following links so a
-    link loop cannot hang the walk.
+    Symbolic links are never followed, to files or to directories: a link can point anywhere
+    (``archive/x.jsonl -> /etc/passwd``), and nothing outside the archive is read. Only
+    regular files are yielded.
     """
     for root, dirs, names in os.walk(archive):
         dirs.sort()
@@ -61,18 +63,23 @@ def discover(archive: Path) -> Iterator[FileStat]:
                 continue
             full = os.path.join(root, name)
             try:
-                st = os.stat(full)
+                st = os.lstat(full)
             except OSError:
-                continue  # vanished or dangling link: nothing to read
-            if not os.path.isfile(full):
-                continue
+                continue  # vanished: nothing to read
+            if not stat_mode.S_ISREG(st.st_mode):
+                continue  # a symbolic link, a fifo, a device: not read
             yield FileStat(path=os.path.abspath(full), size=st.st_size, mtime_ns=st.st_mtime_ns)
 
 
 def read_file(stat: FileStat) -> FileBytes:
-    """Read and decompress one file; a corrupt stream keeps the bytes read before the damage."""
+    """Read and decompress one file; a corrupt stream keeps the bytes read before the damage.
+
+    The file is opened without following a symbolic link (one put in its place after
+    discovery is refused as unreadable).
+    """
     try:
-        with open(stat.path, "rb") as fh:
+        fd = os.open(stat.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+        with open(fd, "rb") as fh:
             raw = fh.read()
     except OSError as exc:
         return FileBytes(stat, b"", "unreadable_file", f"{type(exc).__name__}: {exc.strerror}")
@@ -82,6 +89,12 @@ def read_file(stat: FileStat) -> FileBytes:
     if kind == "zstd":
         return _unzstd(stat, raw)
     return FileBytes(stat, raw)
+
+
+def path_key(path: str) -> str:
+    """The key a file is recognised by from run to run: sha256 (hex) of its real path (the
+    stored path is redacted, and DuckDB's ``sha256(path)`` gives the same key)."""
+    return hashlib.sha256(path.encode("utf-8", "surrogateescape")).hexdigest()
 
 
 def content_hash(data: bytes) -> str:

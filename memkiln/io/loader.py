@@ -9,6 +9,7 @@ one transaction, so a killed run leaves every file either fully ingested or unto
 from __future__ import annotations
 
 import os
+from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -16,8 +17,8 @@ from dataclasses import dataclass, field
 import duckdb
 import polars as pl
 
-from memkiln.constants import QUARANTINE_EXCERPT_CHARS
-from memkiln.io.archive import FileBytes, FileStat, content_hash, read_file
+from memkiln.constants import QUARANTINE_EXCERPT_CHARS, SEGMENT_BYTES
+from memkiln.io.archive import FileBytes, FileStat, content_hash, path_key, read_file
 from memkiln.io.store import fetch_pl, now, sql, transaction
 from memkiln.transforms.lines import (
     SURROGATE_ESCAPE,
@@ -29,12 +30,25 @@ from memkiln.transforms.lines import (
     split_lines,
 )
 from memkiln.transforms.normalize import (
+    ITEM_COLUMNS,
     build_items,
     build_rollouts,
     content_arrays,
     detect_formats,
+    fill_timestamps,
+    format_votes,
+    formats_from_votes,
+    redact_items,
+    redact_rollouts,
+    rollout_fields,
 )
-from memkiln.transforms.redact import RuleSet, redact_text, rule_hit_counts
+from memkiln.transforms.redact import (
+    REDACTED,
+    RuleSet,
+    redact_expr,
+    redact_text,
+    rule_hit_counts,
+)
 
 #: File outcomes that count as failed in a run's summary.
 FAILED_STATUSES = ("unreadable", "corrupt", "binary", "unrecognized")
@@ -101,6 +115,7 @@ def prepare_batch(
     file_rows: list[dict[str, object]] = []
     whole_file_quarantine: list[dict[str, object]] = []
     chunks: list[tuple[int, bytes]] = []
+    fb: FileBytes | None = None
     for fid, fb in reads:
         status = "ok"
         if fb.error == "unreadable_file":
@@ -126,6 +141,7 @@ def prepare_batch(
         file_rows.append(
             {
                 "file_id": fid,
+                "path_key": path_key(fb.stat.path),
                 "path": fb.stat.path,
                 "compression": fb.stat.compression,
                 "size": fb.stat.size,
@@ -138,6 +154,7 @@ def prepare_batch(
         file_rows,
         schema={
             "file_id": pl.Int64,
+            "path_key": pl.String,
             "path": pl.String,
             "compression": pl.String,
             "size": pl.Int64,
@@ -147,16 +164,19 @@ def prepare_batch(
         },
     )
     bytes_read = sum(len(d) for _, d in chunks)
-    del reads
 
-    # 2-5. split, redact, parse and normalize
-    norm = normalize_chunks(
+    # 2-5. split, redact, parse and normalize (the file bytes are let go once split)
+    lines = split_lines(chunks)
+    del reads, chunks, fb
+    norm = normalize_lines(
         parser,
-        chunks,
+        lines,
         files=files.select(fid="file_id", path="path"),
         extra_quarantine=pl.DataFrame(whole_file_quarantine, schema=QUARANTINE_SCHEMA),
         rules=rules,
     )
+    # the real path was needed to name sessions (a uuid in the file name); stored, it is redacted
+    files = files.with_columns(path=redact_expr(pl.col("path"), rules=rules))
     return PreparedBatch(files=files, norm=norm, bytes_read=bytes_read)
 
 
@@ -210,8 +230,12 @@ def write_batch(
         "where file_id <> all($fids::bigint[]) and rollout_id = any($ids)",
         {"fids": fids, "ids": rollouts["rollout_id"].to_list()},
     )
+    # a stored path holding a redacted secret cannot be checked: its file is taken as present
     gone = held.filter(
-        pl.Series([not os.path.exists(p) for p in held["holder_path"]], dtype=pl.Boolean)
+        pl.Series(
+            [REDACTED not in p and not os.path.exists(p) for p in held["holder_path"]],
+            dtype=pl.Boolean,
+        )
     )
     released = gone["holder"].unique().to_list()
     held = held.join(gone.select("holder"), on="holder", how="anti").drop("holder_path")
@@ -243,10 +267,15 @@ def write_batch(
             how="vertical_relaxed",
         )
     rollouts = rollouts.filter(~pl.col("duplicate")).drop("holder", "duplicate")
-    items = (
-        items.join(rollouts.select("fid", "rollout_id"), on="fid", how="inner")
-        .sort("fid", "line_no", "part_idx")  # a join does not promise to keep the order
-        .with_columns(seq=pl.int_range(pl.len(), dtype=pl.Int32).over("fid"))
+    # items are in file order already: no join and no sort, which would copy every text
+    held_fids = rollouts["fid"].implode()
+    if not items["fid"].is_in(held_fids).all():
+        items = items.filter(pl.col("fid").is_in(held_fids))
+    items = items.with_columns(
+        rollout_id=pl.col("fid").replace_strict(
+            rollouts["fid"], rollouts["rollout_id"], return_dtype=pl.String
+        ),
+        seq=pl.int_range(pl.len(), dtype=pl.Int32).over("fid"),
     )
 
     # 7. file statuses
@@ -347,15 +376,115 @@ def normalize_chunks(
     ``files`` has ``fid, path`` for every chunk; ``con`` is only used as DuckDB's JSON parser
     (an in-memory connection will do).
     """
-    # 2. split into lines, count secrets, clean (blobs -> notes, secrets -> token)
-    lines = split_lines(chunks)
-    cleaned = clean_lines(lines.lazy(), rules=rules).collect()
+    return normalize_lines(
+        con, split_lines(chunks), files=files, extra_quarantine=extra_quarantine, rules=rules
+    )
+
+
+def normalize_lines(
+    con: duckdb.DuckDBPyConnection,
+    lines: pl.DataFrame,
+    *,
+    files: pl.DataFrame,
+    extra_quarantine: pl.DataFrame | None = None,
+    rules: RuleSet,
+) -> Normalized:
+    """Turn the lines of a batch (``split_lines``) into redacted items and rollouts.
+
+    The lines are cleaned, classified and parsed in parts of at most ``SEGMENT_BYTES``, so
+    memory follows that size and the batch's output, not the largest file. A file's format is
+    the majority of its lines, so when there are several parts, the parts are parsed a first
+    time for the votes and the session fields (kept narrow), and a second time, once formats
+    are known, for the items.
+    """
+    hits: Counter[str] = Counter()
+    goods: list[pl.DataFrame | None] = []
+    bads: list[pl.DataFrame] = [] if extra_quarantine is None else [extra_quarantine]
+    counts: list[pl.DataFrame] = []
+    votes: list[pl.DataFrame] = []
+    narrow: list[pl.DataFrame] = []
+    parts = _segments(lines["nbytes"], SEGMENT_BYTES)
+    whole: pl.DataFrame | None = None  # the fields of a batch parsed in one part
+    for offset, length in parts:
+        # 2-3. clean (blobs, secrets), check which lines are JSON objects, quarantine the rest
+        good, bad, n_lines, part_hits = _clean_and_classify(
+            con, lines.slice(offset, length), rules=rules
+        )
+        hits.update(part_hits)
+        bads.append(bad)
+        counts.append(n_lines)
+        # 4. parse every field of every good line in one pass
+        fields = line_fields(con, good)
+        votes.append(format_votes(fields.lazy()).collect())
+        if len(parts) == 1:
+            whole = fields
+        else:
+            narrow.append(rollout_fields(fields.lazy()).collect())
+        del fields
+        goods.append(good)
     del lines
+    formats = formats_from_votes(pl.concat(votes).lazy()).collect()
+
+    # 5. normalize into items (part by part) and rollouts
+    pieces: list[pl.DataFrame] = []
+    for i, good in enumerate(goods):
+        assert good is not None
+        goods[i] = None  # let each part go once its items are built
+        fields = whole if whole is not None else line_fields(con, good)
+        whole = None
+        pieces.append(_items_of(con, fields, good, formats, rules=rules))
+        if len(parts) == 1:
+            narrow.append(rollout_fields(fields.lazy()).collect())
+        del fields, good
+    items = fill_timestamps(pl.concat(pieces).lazy()).collect() if pieces else _no_items()
+    del pieces
+    quarantine = pl.concat(bads, how="vertical_relaxed")
+    n_lines = pl.concat(counts).group_by("fid").agg(pl.col("n_lines").sum())
+    per_file = (
+        files.join(formats, on="fid", how="left")
+        .join(n_lines, on="fid", how="left")
+        .join(
+            quarantine.group_by("file_id").agg(n_quarantined=pl.len()).rename({"file_id": "fid"}),
+            on="fid",
+            how="left",
+        )
+        .with_columns(pl.col("n_lines", "n_quarantined").fill_null(0).cast(pl.Int64))
+    )
+    rollouts = redact_rollouts(
+        build_rollouts(
+            pl.concat(narrow).lazy(),
+            items.lazy(),
+            per_file.filter(pl.col("format").is_not_null()).lazy(),
+        ),
+        rules=rules,
+    ).collect()
+    return Normalized(items, rollouts, quarantine, per_file, dict(hits))
+
+
+def _segments(nbytes: pl.Series, limit: int) -> list[tuple[int, int]]:
+    """``(offset, length)`` row ranges of consecutive lines holding about ``limit`` bytes each
+    (a longer line is a part alone); one range for a batch under the limit, none for none."""
+    if nbytes.is_empty():
+        return [(0, 0)]
+    part = (nbytes.cum_sum() - 1) // limit
+    bounds = (
+        pl.DataFrame({"part": part})
+        .with_row_index("row")
+        .group_by("part", maintain_order=True)
+        .agg(offset=pl.col("row").min(), length=pl.len())
+    )
+    return [(int(o), int(n)) for o, n in bounds.select("offset", "length").iter_rows()]
+
+
+def _clean_and_classify(
+    con: duckdb.DuckDBPyConnection, lines: pl.DataFrame, *, rules: RuleSet
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, dict[str, int]]:
+    """Clean lines (blobs -> notes, secrets -> token) and sort them: ``(good, quarantined,
+    lines per file, hits per rule)``; good lines are JSON objects (DuckDB's parser)."""
+    cleaned = clean_lines(lines.lazy(), rules=rules).collect()
     changed = cleaned.lazy().filter(pl.col("secrets_in").is_not_null())
     hits = dict(rule_hit_counts(changed, column="secrets_in", rules=rules).collect().iter_rows())
     cleaned = cleaned.drop("secrets_in")
-
-    # 3. which lines are JSON objects (DuckDB's parser), the rest to quarantine
     con.register("batch_all", cleaned.select("fid", "line_no", "line").to_arrow())
     try:
         validity = fetch_pl(
@@ -369,7 +498,9 @@ def normalize_chunks(
         cleaned.lazy().join(validity.lazy(), on=["fid", "line_no"], how="left")
     ).collect()
     del cleaned, validity
-    good = classified.filter(pl.col("reason").is_null())
+    good = classified.filter(pl.col("reason").is_null()).select(
+        "fid", "line_no", "line", "omitted_bytes"
+    )
     bad = classified.filter(pl.col("reason").is_not_null()).select(
         file_id="fid",
         line_no="line_no",
@@ -378,32 +509,53 @@ def normalize_chunks(
         excerpt=excerpt_expr(),
         bytes="nbytes",
     )
-    n_lines = classified.group_by("fid").agg(n_lines=pl.len())
-    del classified
+    n_lines = classified.group_by("fid").agg(n_lines=pl.len().cast(pl.Int64))
+    return good, bad, n_lines, hits
 
-    # 4. parse every field of every good line in one pass
-    fields, blocks, formats = parse_lines(con, good)
-    del good
 
-    # 5. normalize into items and rollouts
-    items = build_items(fields.lazy(), blocks.lazy()).collect()
-    del blocks
-    parts = [bad] if extra_quarantine is None else [bad, extra_quarantine]
-    quarantine = pl.concat(parts, how="vertical_relaxed")
-    per_file = (
-        files.join(formats, on="fid", how="left")
-        .join(n_lines, on="fid", how="left")
-        .join(
-            quarantine.group_by("file_id").agg(n_quarantined=pl.len()).rename({"file_id": "fid"}),
-            on="fid",
-            how="left",
+def line_fields(con: duckdb.DuckDBPyConnection, good: pl.DataFrame) -> pl.DataFrame:
+    """Every field the formats use, of JSON-object lines (``fid, line_no, line``), parsed once
+    by DuckDB's JSON reader."""
+    con.register("batch_lines", good.select("fid", "line_no", "line").to_arrow())
+    try:
+        return fetch_pl(con, sql("extract_line_fields"))
+    finally:
+        con.unregister("batch_lines")
+
+
+def _items_of(
+    con: duckdb.DuckDBPyConnection,
+    fields: pl.DataFrame,
+    good: pl.DataFrame,
+    formats: pl.DataFrame,
+    *,
+    rules: RuleSet,
+) -> pl.DataFrame:
+    """The redacted items of some lines, timestamps not yet carried forward."""
+    fields = fields.join(formats, on="fid", how="left").join(good, on=["fid", "line_no"])
+    con.register("batch_content", content_arrays(fields.lazy()).collect().to_arrow())
+    try:
+        blocks = fetch_pl(con, sql("extract_content_blocks"))
+    finally:
+        con.unregister("batch_content")
+    items = build_items(fields.lazy(), blocks.lazy(), fill_timestamps=False)
+    return redact_items(items, rules=rules).collect()
+
+
+def _item_bytes(items: pl.DataFrame) -> pl.Series:
+    """About how many bytes each item holds (its two long texts)."""
+    return (
+        items.select(
+            pl.col("text").str.len_bytes().fill_null(0)
+            + pl.col("payload_json").str.len_bytes().fill_null(0)
         )
-        .with_columns(pl.col("n_lines", "n_quarantined").fill_null(0).cast(pl.Int64))
+        .to_series()
+        .cast(pl.Int64)
     )
-    rollouts = build_rollouts(
-        fields.lazy(), items.lazy(), per_file.filter(pl.col("format").is_not_null()).lazy()
-    ).collect()
-    return Normalized(items, rollouts, quarantine, per_file, hits)
+
+
+def _no_items() -> pl.DataFrame:
+    return pl.DataFrame(schema=ITEM_COLUMNS)
 
 
 def parse_lines(
@@ -411,11 +563,7 @@ def parse_lines(
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Parse JSON-object lines (``fid, line_no, line, omitted_bytes``) into line fields,
     content blocks and per-file formats, with DuckDB's JSON reader."""
-    con.register("batch_lines", good.select("fid", "line_no", "line").to_arrow())
-    try:
-        fields = fetch_pl(con, sql("extract_line_fields"))
-    finally:
-        con.unregister("batch_lines")
+    fields = line_fields(con, good)
     formats = detect_formats(fields.lazy()).collect()
     fields = fields.join(formats, on="fid", how="left").join(
         good.select("fid", "line_no", "line", "omitted_bytes"), on=["fid", "line_no"]
@@ -499,7 +647,6 @@ def _write(
     frames = {
         "b_files": files,
         "b_rollouts": rollouts,
-        "b_items": items,
         "b_quarantine": quarantine,
     }
     with transaction(con, **frames):
@@ -522,7 +669,13 @@ def _write(
         )
         con.execute(sql("upsert_files"), {"run_id": run_id, "at": at})
         con.execute(sql("insert_rollouts"), {"run_id": run_id, "at": at})
-        con.execute(sql("insert_items"))
+        # items in slices of about SEGMENT_BYTES: one Arrow copy of a slice at a time
+        for offset, length in _segments(_item_bytes(items), SEGMENT_BYTES):
+            con.register("b_items", items.slice(offset, length).to_arrow())
+            try:
+                con.execute(sql("insert_items"))
+            finally:
+                con.unregister("b_items")
         con.execute(sql("insert_quarantine"), {"run_id": run_id, "at": at})
         for rule_id, n in hits.items():
             con.execute(

@@ -10,8 +10,9 @@ import polars as pl
 
 from memkiln.errors import InputError
 from memkiln.io.archive import FileStat, read_file
-from memkiln.io.loader import looks_binary, normalize_chunks
+from memkiln.io.loader import looks_binary, normalize_lines
 from memkiln.transforms.filtering import filter_memory_items
+from memkiln.transforms.lines import split_lines
 from memkiln.transforms.prompts import (
     STAGE_ONE_MAX_OUTPUT_TOKENS,
     StageOneInput,
@@ -60,13 +61,17 @@ def stage_one_input_for_file(
         raise InputError(f"{path}: {fb.detail or 'the file is empty'}")
     if looks_binary(fb.data):
         raise InputError(f"{path} is a binary file, not a rollout")
+    read_error = fb.error
+    lines = split_lines([(1, fb.data)])
+    del fb  # the file's bytes are let go once split (a large file is not held twice)
     with duckdb.connect(":memory:") as con:
-        norm = normalize_chunks(
+        norm = normalize_lines(
             con,
-            [(1, fb.data)],
+            lines,
             files=pl.DataFrame({"fid": [1], "path": [str(path)]}),
             rules=rules,
         )
+    del lines
     if norm.rollouts.is_empty():
         raise InputError(
             f"{path} holds no Codex, Claude Code or Pi session that memkiln recognizes"
@@ -87,6 +92,6 @@ def stage_one_input_for_file(
         "format": rollout["format"],
         "rollout_id": rollout["rollout_id"],
         "quarantined_lines": norm.quarantine.height,
-        "read_error": fb.error,
+        "read_error": read_error,
     }
     return result, facts

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from memkiln.constants import BLOB_MIN_CHARS, QUARANTINE_EXCERPT_CHARS
-from memkiln.transforms.redact import RuleSet, redact_expr
+from memkiln.transforms.redact import RuleSet, redact_expr, unescape_expr
 
 #: A JSON string that is only a (possibly data-URL prefixed) base64 blob.
 BLOB_PATTERN = (
@@ -65,11 +65,17 @@ def split_lines(chunks: Sequence[tuple[int, bytes]]) -> pl.DataFrame:
         pieces.append(data)
     if not pieces:
         return pl.DataFrame(schema=LINE_SCHEMA)
-    buf = b"".join(pieces)
+    buf = pieces[0] if len(pieces) == 1 else b"".join(pieces)
     del pieces
-    raw = pc.split_pattern(pa.array([buf], pa.large_binary()), b"\n").flatten()
+    # the bytes as one Arrow value without a copy (a large file is not held twice)
+    whole = pa.LargeBinaryArray.from_buffers(
+        pa.large_binary(),
+        1,
+        [None, pa.array([0, len(buf)], pa.int64()).buffers()[1], pa.py_buffer(buf)],
+    )
+    raw = pc.split_pattern(whole, b"\n").flatten()
+    del whole, buf
     raw = raw.slice(0, len(raw) - 1)  # the empty piece after the final newline
-    del buf
     binary = pl.Series("raw", raw, dtype=pl.Binary)
     text, lossy = _decode_utf8(binary)
     frame = pl.DataFrame({"fid": fids, "n": counts}, schema={"fid": pl.Int64, "n": pl.Int64})
@@ -125,20 +131,38 @@ def clean_lines(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
     touch a quote or an escape).
     """
     without_blobs = pl.col("line").str.replace_all(BLOB_PATTERN, BLOB_NOTE)
-    redacted = redact_expr(pl.col("without_blobs"), rules=rules)
+    # redaction sees the decoded text: escaped ASCII written out (a valid line stays valid)
+    redacted = redact_expr(pl.col("decoded"), rules=rules, unescape=False)
     return (
         lf.with_columns(without_blobs=without_blobs)
         .with_columns(
             omitted_bytes=(
                 pl.col("line").str.len_bytes() - pl.col("without_blobs").str.len_bytes()
             ).cast(pl.Int32),
+            decoded=unescape_expr(pl.col("without_blobs")),
+        )
+        .with_columns(
             line=redacted,
             # the text before redaction, kept only where redaction changed something, so the
             # per-rule hit count looks at those few lines instead of all of them
-            secrets_in=pl.when(redacted != pl.col("without_blobs")).then("without_blobs"),
-            lossy=redact_expr(pl.col("lossy"), rules=rules),
+            secrets_in=pl.when(redacted != pl.col("decoded")).then("decoded"),
+            lossy=_redact_lossy(pl.col("lossy"), rules=rules),
         )
-        .drop("without_blobs")
+        .drop("without_blobs", "decoded")
+    )
+
+
+def _redact_lossy(lossy: pl.Expr, *, rules: RuleSet) -> pl.Expr:
+    """Redact a line that is not valid UTF-8 (decoded with replacement characters). An
+    invalid byte inside a secret cuts it in two pieces that no rule may recognise, so the text
+    is also read without the replacement characters; where that reveals a secret, that form
+    is kept."""
+    joined = unescape_expr(lossy.str.replace_all("\ufffd", "", literal=True))
+    joined_redacted = redact_expr(joined, rules=rules, unescape=False)
+    return (
+        pl.when(joined_redacted != joined)
+        .then(joined_redacted)
+        .otherwise(redact_expr(lossy, rules=rules))
     )
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 import polars as pl
 
 from memkiln.transforms.project import project_key
+from memkiln.transforms.redact import RuleSet, redact_expr
 
 CODEX_RECORD_TYPES = (
     "session_meta",
@@ -115,6 +116,12 @@ def detect_formats(fields: pl.LazyFrame) -> pl.LazyFrame:
 
     Each line votes for the formats whose markers it carries; the file takes the majority.
     """
+    return formats_from_votes(format_votes(fields))
+
+
+def format_votes(fields: pl.LazyFrame) -> pl.LazyFrame:
+    """``fid, codex, claude, pi``: how many lines of each file carry each format's markers
+    (votes of several parts of a file add up)."""
     t = pl.col("type")
     codex = (
         (pl.col("has_payload") & t.is_in(CODEX_RECORD_TYPES))
@@ -134,11 +141,17 @@ def detect_formats(fields: pl.LazyFrame) -> pl.LazyFrame:
         ((t == "session") & pl.col("cwd").is_not_null())
         | ((t == "message") & pl.col("m_role").is_not_null() & pl.col("session_id").is_null())
     )
-    votes = fields.group_by("fid").agg(
-        codex=codex.sum(),
-        claude=claude.sum(),
-        pi=pi.sum(),
+    return fields.group_by("fid").agg(
+        codex=codex.sum().cast(pl.Int64),
+        claude=claude.sum().cast(pl.Int64),
+        pi=pi.sum().cast(pl.Int64),
     )
+
+
+def formats_from_votes(votes: pl.LazyFrame) -> pl.LazyFrame:
+    """``fid, format``: the majority of each file's votes (summed first when a file's lines
+    were counted in several parts); no vote at all gives null."""
+    votes = votes.group_by("fid").agg(pl.col("codex", "claude", "pi").sum())
     best = pl.max_horizontal("codex", "claude", "pi")
     return votes.select(
         "fid",
@@ -353,8 +366,14 @@ def message_items(fields: pl.LazyFrame, blocks: pl.LazyFrame) -> pl.LazyFrame:
     return pl.concat([singles, multi], how="vertical_relaxed")
 
 
-def build_items(fields: pl.LazyFrame, blocks: pl.LazyFrame) -> pl.LazyFrame:
-    """All items of a batch, in file order, with timestamps carried forward within a file."""
+def build_items(
+    fields: pl.LazyFrame, blocks: pl.LazyFrame, *, fill_timestamps: bool = True
+) -> pl.LazyFrame:
+    """All items of a batch, in file order, with timestamps carried forward within a file.
+
+    ``fill_timestamps=False`` leaves a line without a timestamp null, for items built part by
+    part of a file: :func:`fill_timestamps` carries them forward once the parts are joined.
+    """
     codex = codex_items(
         fields.filter(pl.col("format") == "codex"),
         blocks.join(
@@ -367,14 +386,69 @@ def build_items(fields: pl.LazyFrame, blocks: pl.LazyFrame) -> pl.LazyFrame:
     return (
         pl.concat([codex, others], how="vertical_relaxed")
         .sort("fid", "line_no", "part_idx")
-        .with_columns(ts=parse_timestamp(pl.col("ts_text")).forward_fill().over("fid"))
+        .with_columns(
+            ts=parse_timestamp(pl.col("ts_text")).forward_fill().over("fid")
+            if fill_timestamps
+            else parse_timestamp(pl.col("ts_text")),
+            # a line without a usable type is still stored (never a failed insert)
+            record_type=pl.col("record_type").fill_null(pl.lit("unknown")),
+        )
         .select(ITEM_COLUMNS.keys())
         .cast(ITEM_COLUMNS)  # type: ignore[arg-type]
     )
 
 
+def fill_timestamps(items: pl.LazyFrame) -> pl.LazyFrame:
+    """Carry each file's last timestamp forward over items without one (items in file order)."""
+    return items.with_columns(ts=pl.col("ts").forward_fill().over("fid"))
+
+
+#: The line fields :func:`build_rollouts` reads (message texts left out).
+ROLLOUT_FIELDS = (
+    "fid",
+    "line_no",
+    "has_payload",
+    "type",
+    "record_type",
+    "id",
+    "timestamp",
+    "session_id",
+    "m_role",
+    "p_id",
+    "p_session_id",
+    "p_timestamp",
+    "p_source",
+    "p_cwd",
+    "cwd",
+    "p_originator",
+    "p_cli_version",
+    "version",
+    "agent_id",
+    "is_sidechain",
+    "entrypoint",
+    "p_git",
+    "git",
+    "git_branch",
+    "p_memory_mode",
+    "p_forked_from_id",
+    "p_parent_thread_id",
+)
+
+
+def rollout_fields(fields: pl.LazyFrame) -> pl.LazyFrame:
+    """The narrow part of the line fields that :func:`build_rollouts` needs: its columns, and
+    ``env_cwd`` (the cwd an ``<environment_context>`` names) instead of the message texts, so
+    the fields of a large file can be kept part by part without its texts."""
+    if "env_cwd" in fields.collect_schema().names():
+        return fields
+    env_cwd = pl.coalesce("p_content", "content").str.extract(r"<cwd>([^<]+)</cwd>", 1)
+    return fields.select(*ROLLOUT_FIELDS, env_cwd=env_cwd)
+
+
 def _first(expr: pl.Expr) -> pl.Expr:
-    return expr.drop_nulls().first()
+    """The value of the file's first line (by line number) where ``expr`` is not null; the
+    order rows arrive in is not relied on."""
+    return expr.sort_by("line_no").drop_nulls().first()
 
 
 def build_rollouts(fields: pl.LazyFrame, items: pl.LazyFrame, files: pl.LazyFrame) -> pl.LazyFrame:
@@ -382,6 +456,7 @@ def build_rollouts(fields: pl.LazyFrame, items: pl.LazyFrame, files: pl.LazyFram
 
     ``files`` has ``fid, path, format, n_lines, n_quarantined``.
     """
+    fields = rollout_fields(fields)
     fmt = pl.col("format")
     t = pl.col("type")
     codex_meta = pl.col("has_payload") & (t == "session_meta")
@@ -393,33 +468,39 @@ def build_rollouts(fields: pl.LazyFrame, items: pl.LazyFrame, files: pl.LazyFram
         .then(pl.col("p_source").str.extract(r'^\{\s*"([^"]+)"', 1))
         .otherwise(pl.col("p_source"))
     )
-    env_cwd = pl.coalesce("p_content", "content").str.extract(r"<cwd>([^<]+)</cwd>", 1)
+    env_cwd = pl.col("env_cwd")
+    # a resumed or forked file holds several session_meta lines: the first (by line number)
+    # names the session, a later one with another id is its parent (its lineage)
+    meta_id = pl.when(codex_meta).then(pl.coalesce("p_id", "p_session_id"))
+    meta_ids = meta_id.sort_by("line_no").drop_nulls()
+    own_meta = codex_meta & (pl.col("line_no") == pl.col("line_no").filter(codex_meta).min())
     meta = fields.group_by("fid").agg(
-        codex_id=_first(pl.when(codex_meta).then(pl.coalesce("p_id", "p_session_id"))),
+        codex_id=meta_ids.first(),
+        lineage_id=meta_ids.filter(meta_ids != meta_ids.first()).first(),
         legacy_id=_first(pl.when(legacy_header).then(pl.col("id"))),
         pi_id=_first(pl.when(pi_header).then(pl.col("id"))),
         claude_session=_first(pl.col("session_id")),
         agent_id=_first(pl.col("agent_id")),
         sidechain=(pl.col("is_sidechain") == "true").any(),
         header_ts=_first(
-            pl.when(codex_meta)
+            pl.when(own_meta)
             .then(pl.coalesce("p_timestamp", "timestamp"))
             .when(legacy_header | pi_header)
             .then(pl.col("timestamp"))
         ),
-        cwd=_first(pl.coalesce(pl.when(codex_meta).then(pl.col("p_cwd")), pl.col("cwd"))),
+        cwd=_first(pl.coalesce(pl.when(own_meta).then(pl.col("p_cwd")), pl.col("cwd"))),
         env_cwd=_first(env_cwd),
-        originator=_first(pl.when(codex_meta).then(pl.col("p_originator"))),
+        originator=_first(pl.when(own_meta).then(pl.col("p_originator"))),
         cli_version=_first(
-            pl.coalesce(pl.when(codex_meta).then(pl.col("p_cli_version")), pl.col("version"))
+            pl.coalesce(pl.when(own_meta).then(pl.col("p_cli_version")), pl.col("version"))
         ),
-        source=_first(pl.when(codex_meta).then(codex_source)),
+        source=_first(pl.when(own_meta).then(codex_source)),
         entrypoint=_first(pl.col("entrypoint")),
-        git=_first(pl.when(codex_meta).then(pl.col("p_git")).when(legacy_header).then("git")),
+        git=_first(pl.when(own_meta).then(pl.col("p_git")).when(legacy_header).then("git")),
         git_branch_line=_first(pl.col("git_branch")),
-        memory_mode=_first(pl.when(codex_meta).then(pl.col("p_memory_mode"))),
-        forked_from_id=_first(pl.when(codex_meta).then(pl.col("p_forked_from_id"))),
-        parent_thread_id=_first(pl.when(codex_meta).then(pl.col("p_parent_thread_id"))),
+        memory_mode=_first(pl.when(own_meta).then(pl.col("p_memory_mode"))),
+        forked_from_id=_first(pl.when(own_meta).then(pl.col("p_forked_from_id"))),
+        parent_thread_id=_first(pl.when(own_meta).then(pl.col("p_parent_thread_id"))),
     )
     stats = items.group_by("fid").agg(
         first_ts=pl.col("ts").min(),
@@ -498,7 +579,9 @@ def build_rollouts(fields: pl.LazyFrame, items: pl.LazyFrame, files: pl.LazyFram
                 "parent_thread_id",
                 pl.when(pl.col("agent_id").is_not_null()).then(pl.col("claude_session")),
             ),
-            forked_from_id="forked_from_id",
+            forked_from_id=pl.when(fmt == "codex")
+            .then(pl.coalesce("forked_from_id", "lineage_id"))
+            .otherwise(pl.col("forked_from_id")),
             is_subagent=is_subagent.fill_null(False),
             n_lines="n_lines",
             n_items=pl.col("n_items").fill_null(0),
@@ -509,3 +592,39 @@ def build_rollouts(fields: pl.LazyFrame, items: pl.LazyFrame, files: pl.LazyFram
         )
         .filter(pl.col("rollout_id").is_not_null())
     )
+
+
+#: Decoded text columns of items and rollouts, redacted again after parsing (the raw line was
+#: redacted before it; a secret may only show once its JSON escapes are decoded).
+ITEM_TEXT_COLUMNS = ("role", "name", "call_id", "text")
+ROLLOUT_TEXT_COLUMNS = (
+    "path",
+    "source",
+    "originator",
+    "cli_version",
+    "cwd",
+    "project_key",
+    "git_repository_url",
+    "git_branch",
+    "git_commit",
+    "memory_mode",
+    "parent_id",
+    "forked_from_id",
+)
+
+
+def redact_items(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
+    """Redact the decoded text of items: ``text``, names, ids and every message part."""
+    part = pl.element().struct
+    return lf.with_columns(
+        *(redact_expr(pl.col(name), rules=rules) for name in ITEM_TEXT_COLUMNS),
+        parts=pl.col("parts").list.eval(
+            pl.struct(type=part.field("type"), text=redact_expr(part.field("text"), rules=rules))
+        ),
+    )
+
+
+def redact_rollouts(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
+    """Redact a rollout's decoded texts: its path, cwd, git remote and project key included
+    (they name folders and reach prompts)."""
+    return lf.with_columns(redact_expr(pl.col(name), rules=rules) for name in ROLLOUT_TEXT_COLUMNS)

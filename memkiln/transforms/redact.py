@@ -70,6 +70,7 @@ __all__ = [
     "redact_text",
     "rule_hit_counts",
     "secret_count_expr",
+    "unescape_expr",
 ]
 
 REDACTED: str = "[REDACTED_SECRET]"
@@ -315,8 +316,37 @@ def _check_combined(rule_set: RuleSet) -> None:
 # -- expressions -----------------------------------------------------------------------------
 
 
-def redact_expr(expr: pl.Expr, *, rules: RuleSet) -> pl.Expr:
-    """``expr`` (a string expression) with every secret replaced by ``[REDACTED_SECRET]``."""
+#: A JSON escape of a printable ASCII character other than the quote and the backslash, or an
+#: escaped solidus, behind a run of backslashes of any length: ``\u0041`` in a string,
+#: ``\\u0041`` in a string inside a string (a tool's arguments), and so on.
+_ESCAPED_ASCII = r"\\+(u00(?:2[013-9a-fA-F]|[346][0-9a-fA-F]|5[0-9abd-fABD-F]|7[0-9a-eA-E])|/)"
+_ASCII_CODES = [c for c in range(0x20, 0x7F) if c not in (0x22, 0x5C)]
+_ASCII_ESCAPES = [f"\\u00{c:02x}" for c in _ASCII_CODES] + ["\\/"]
+_ASCII_CHARS = [chr(c) for c in _ASCII_CODES] + ["/"]
+
+
+def unescape_expr(expr: pl.Expr) -> pl.Expr:
+    """``expr`` with JSON escapes of printable ASCII characters written as the characters.
+
+    A secret spelled ``\u0041KIA…`` (or ``\\u0041KIA…`` one string deeper) is a secret once
+    decoded, so the rules must see it decoded. A whole run of backslashes before ``u00XX`` (or
+    before ``/``) is taken with the escape, so a valid JSON text stays valid JSON: the quote and
+    the backslash are never unescaped, and no escape is left half. Text without such escapes is
+    unchanged.
+    """
+    return expr.str.replace_all(_ESCAPED_ASCII, r"\${1}").str.replace_many(
+        _ASCII_ESCAPES, _ASCII_CHARS, ascii_case_insensitive=True
+    )
+
+
+def redact_expr(expr: pl.Expr, *, rules: RuleSet, unescape: bool = True) -> pl.Expr:
+    """``expr`` (a string expression) with every secret replaced by ``[REDACTED_SECRET]``.
+
+    The text is first decoded with :func:`unescape_expr` (pass ``unescape=False`` when it
+    already is), so secrets spelled with JSON escapes are found too.
+    """
+    if unescape:
+        expr = unescape_expr(expr)
     for rule_pass in rules.passes:
         expr = expr.str.replace_all(rule_pass.pattern, rule_pass.replacement)
     return expr

@@ -9,6 +9,7 @@ overflow the model's window.
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterable, Iterator
 from functools import cache, cached_property
 from typing import TYPE_CHECKING
 
@@ -63,8 +64,9 @@ def stage_one_budget(context_window: int | None, *, reserved_tokens: int = 0) ->
     return max(min(share, room), MIN_BUDGET_TOKENS)
 
 
-def _pieces(text: str) -> list[str]:
-    out: list[str] = []
+def _pieces(text: str) -> Iterator[str]:
+    """``text`` in pieces of about ``PIECE_CHARS``, cut at line ends, made one at a time (a
+    long text is not copied whole into a list of pieces)."""
     start = 0
     n = len(text)
     while start < n:
@@ -73,9 +75,8 @@ def _pieces(text: str) -> list[str]:
             cut = text.rfind("\n", start + PIECE_CHARS // 2, end)
             if cut > start:
                 end = cut + 1
-        out.append(text[start:end])
+        yield text[start:end]
         start = end
-    return out
 
 
 def encode(text: str) -> list[int]:
@@ -89,9 +90,12 @@ def encode(text: str) -> list[int]:
 
 def count_tokens(text: str) -> int:
     """An upper bound of the ``o200k_base`` token count of ``text`` (exact below 64k chars)."""
-    pieces = _pieces(text)
     enc = encoding()
-    return sum(len(enc.encode_ordinary(p)) for p in pieces) + max(len(pieces) - 1, 0)
+    tokens = pieces = 0
+    for piece in _pieces(text):
+        tokens += len(enc.encode_ordinary(piece))
+        pieces += 1
+    return tokens + max(pieces - 1, 0)
 
 
 class Truncation:
@@ -153,9 +157,9 @@ def marker(removed: int) -> str:
     return f"\n…{removed} tokens truncated…\n"
 
 
-def _tail_pieces(text: str) -> list[str]:
-    """``text`` in pieces of about ``PIECE_CHARS``, cut at line ends, last piece first."""
-    out: list[str] = []
+def _tail_pieces(text: str) -> Iterator[str]:
+    """``text`` in pieces of about ``PIECE_CHARS``, cut at line ends, last piece first, made
+    one at a time."""
     end = len(text)
     while end > 0:
         start = max(end - PIECE_CHARS, 0)
@@ -163,12 +167,11 @@ def _tail_pieces(text: str) -> list[str]:
             cut = text.find("\n", start, end - PIECE_CHARS // 2)
             if cut >= 0:
                 start = cut + 1
-        out.append(text[start:end])
+        yield text[start:end]
         end = start
-    return out
 
 
-def _take(pieces: list[str], tokens: int, *, from_end: bool) -> tuple[str, int, int]:
+def _take(pieces: Iterable[str], tokens: int, *, from_end: bool) -> tuple[str, int, int]:
     """The longest run of whole pieces, plus part of the next, holding at most ``tokens``
     tokens: ``(text, an upper bound of its tokens, characters consumed)``. Only the piece
     where the cut falls is decoded; partial characters at the cut are dropped. Each join

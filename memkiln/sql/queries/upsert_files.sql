@@ -1,13 +1,14 @@
 -- Record the files of a batch (b_files) with their fingerprint and outcome.
 insert into files (
-    file_id, path, format, compression, size, mtime_ns, content_hash, status, rollout_id,
+    file_id, path_key, path, format, compression, size, mtime_ns, content_hash, status, rollout_id,
     lines, quarantined, first_seen_at, last_ingest_at, last_run_id
 )
 select
-    file_id, path, format, compression, size, mtime_ns, content_hash, status, rollout_id,
+    file_id, path_key, path, format, compression, size, mtime_ns, content_hash, status, rollout_id,
     lines, quarantined, $at, $at, $run_id
 from b_files
 on conflict (file_id) do update set
+    path = excluded.path,
     format = excluded.format,
     compression = excluded.compression,
     size = excluded.size,
