@@ -218,11 +218,14 @@ def truncate_middle(text: str, budget: int) -> tuple[str, Truncation]:
     head, head_used, head_chars = _take(_pieces(text), keep // 2, from_end=False)
     tail, tail_used, tail_chars = _take(_tail_pieces(text), keep - keep // 2, from_end=True)
     middle = len(text) - head_chars - tail_chars
-    if middle <= 0:  # both ends met: the whole text is about `keep` tokens; count it
+    rate = (head_used + tail_used) / max(head_chars + tail_chars, 1)
+    removed = max(round(middle * rate), 1)
+    if middle <= 0 or removed <= max(4 * marker_cost, budget // 8):
+        # near the budget (the ends met, or little is estimated to be left out): the
+        # estimate could cut a text that fits, so count the whole text and cut it exactly
         total = count_tokens(text)
         if total <= budget:
             return text, Truncation(budget, before=total, after=total)
-        # just over the budget: cut the token ids of the whole (short) text exactly
         ids, enc = encode(text), encoding()
         head_n = keep // 2
         tail_n = keep - head_n
@@ -230,10 +233,6 @@ def truncate_middle(text: str, budget: int) -> tuple[str, Truncation]:
         tail = enc.decode_bytes(ids[len(ids) - tail_n :]).decode("utf-8", errors="ignore")
         out = head + marker(len(ids) - head_n - tail_n) + tail
         return out, Truncation(budget, before=total, after=count_tokens(out))
-    else:
-        rate = (head_used + tail_used) / max(head_chars + tail_chars, 1)
-        removed = round(middle * rate)
-    removed = max(removed, 1)
     out = head + marker(removed) + tail
     after = head_used + tail_used + marker_cost  # an upper bound, without encoding again
     return out, Truncation(budget, before=after + removed, after=after)

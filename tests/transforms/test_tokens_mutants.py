@@ -34,12 +34,12 @@ def test_pieces_are_cut_after_a_line_end_in_their_second_half(
 ) -> None:
     monkeypatch.setattr(tokens, "PIECE_CHARS", 1_000)
     text = sample_text(400, seed=11)
-    pieces = tokens._pieces(text)
+    pieces = list(tokens._pieces(text))
     assert "".join(pieces) == text and len(pieces) > 3
     for piece in pieces[:-1]:
         assert piece.endswith("\n")
         assert 500 < len(piece) <= 1_000
-    tail = tokens._tail_pieces(text)
+    tail = list(tokens._tail_pieces(text))
     assert "".join(reversed(tail)) == text and len(tail) > 3
     for piece in tail[:-1]:
         assert 500 <= len(piece) <= 1_000
@@ -58,7 +58,7 @@ def test_a_text_without_line_ends_is_cut_at_the_piece_size(
 def test_each_cut_is_charged_one_token(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(tokens, "PIECE_CHARS", 1_000)
     text = sample_text(400, seed=11)
-    pieces = tokens._pieces(text)
+    pieces = list(tokens._pieces(text))
     assert count_tokens(text) == sum(exact(p) for p in pieces) + len(pieces) - 1
 
 
@@ -100,9 +100,9 @@ def test_a_cut_near_the_start_or_the_end_still_falls_after_a_line_end(
 ) -> None:
     monkeypatch.setattr(tokens, "PIECE_CHARS", 1_000)
     text = "a" * 300 + "\n" + "b" * 700  # 1,001 characters
-    assert tokens._tail_pieces(text) == ["b" * 700, "a" * 300 + "\n"]
+    assert list(tokens._tail_pieces(text)) == ["b" * 700, "a" * 300 + "\n"]
     text = "a" * 700 + "\n" + "b" * 300
-    assert tokens._pieces(text) == ["a" * 700 + "\n", "b" * 300]
+    assert list(tokens._pieces(text)) == ["a" * 700 + "\n", "b" * 300]
     text = "a" * 999 + "\n" + "b"
-    assert tokens._pieces(text) == ["a" * 999 + "\n", "b"]
-    assert tokens._tail_pieces("b" + "\n" + "a" * 999) == ["a" * 999, "b\n"]
+    assert list(tokens._pieces(text)) == ["a" * 999 + "\n", "b"]
+    assert list(tokens._tail_pieces("b" + "\n" + "a" * 999)) == ["a" * 999, "b\n"]
