@@ -8,6 +8,7 @@ second signal arrives, ``on_hard_exit`` stops what the process started and it ex
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import sys
@@ -48,12 +49,31 @@ def _handler(signum: int, frame: FrameType | None) -> None:
             128 + signum, f"error: {name} again: exiting now; the next run closes the records"
         )
     _received.append(signum)
+    _quiet_prefect()
     late = f"error: interrupted by {name}: not stopped after {GRACE_SECONDS:.0f} s, exiting now; "
     late += "the next run closes the run records"
     timer = threading.Timer(GRACE_SECONDS, _hard_exit, args=(128 + signum, late))
     timer.daemon = True
     timer.start()
     raise Interrupted(signum, name)
+
+
+#: Prefect's loggers that report a task or flow run ending in an exception, with its
+#: traceback: after a stop request that exception is the stop itself, and the CLI says so in
+#: one line.
+PREFECT_RUN_LOGGERS = (
+    "prefect",
+    "prefect.flow_runs",
+    "prefect.task_runs",
+    "prefect.flow_engine",
+    "prefect.task_engine",
+    "prefect.engine",
+)
+
+
+def _quiet_prefect() -> None:
+    for name in PREFECT_RUN_LOGGERS:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
 
 
 @contextmanager

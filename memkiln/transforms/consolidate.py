@@ -293,9 +293,13 @@ def render_memory_summary(
                 over = mid
         lines = lines[:fits]
     out = text(lines)
-    if count_tokens(out) > max_tokens:  # the head alone is over: cut it, keeping `v1`
-        out, _ = truncate_middle(out, max_tokens - 1)
-        out = out if out.endswith("\n") else out + "\n"
+    if count_tokens(out) > max_tokens:  # the head alone is over: keep `v1`, cut the rest
+        first = "v1\n"
+        rest, _ = truncate_middle(
+            out.removeprefix(first), max(max_tokens - count_tokens(first) - 1, 0)
+        )
+        rest = rest if rest.endswith("\n") else rest + "\n"
+        out = first + rest if count_tokens(first + rest) <= max_tokens else first
     return out
 
 

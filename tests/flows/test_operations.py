@@ -86,8 +86,17 @@ def alive(processes: list[psutil.Process]) -> list[psutil.Process]:
     return [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
-def reading_archive(archive: Path) -> Callable[[psutil.Process], bool]:
+def reading_archive(archive: Path, db: Path | None = None) -> Callable[[psutil.Process], bool]:
+    """Ready when the process holds an archive file open or, since each file is open only
+    for a moment, when the store has grown by items (an empty store is about 1.3 MB)."""
+
+    def stored_bytes() -> int:
+        wal = db.with_name(db.name + ".wal") if db is not None else None
+        return sum(f.stat().st_size for f in (db, wal) if f is not None and f.exists())
+
     def ready(p: psutil.Process) -> bool:
+        if db is not None and stored_bytes() > 4 * 1024 * 1024:
+            return True
         try:
             return any(str(archive) in f.path for f in p.open_files())
         except psutil.Error:
@@ -129,9 +138,9 @@ def test_sigterm_to_the_process_group_during_ingest_closes_the_run_and_nothing_s
     archive = big_archive(tmp_path / "archive")
     db = tmp_path / "m.duckdb"
     args = ("run", "--archive", str(archive), "--db", str(db), "--out", str(tmp_path / "out"),
-            "--no-progress")  # fmt: skip
+            "--no-progress", "--batch-mb", "4")  # fmt: skip
     proc = start(*args)
-    children, err = stop_when(proc, reading_archive(archive), group=True)
+    children, err = stop_when(proc, reading_archive(archive, db), group=True)
     assert_stopped_cleanly(proc, err, children)
     assert dict(runs(db)) == {"run": "interrupted", "ingest": "interrupted"}
     again = subprocess.run(
@@ -169,10 +178,10 @@ def test_a_run_left_running_by_a_killed_process_is_closed_by_the_next_run(
     archive = big_archive(tmp_path / "archive")
     db = tmp_path / "m.duckdb"
     args = ("run", "--archive", str(archive), "--db", str(db), "--out", str(tmp_path / "out"),
-            "--no-progress", "--no-prefect")  # fmt: skip
+            "--no-progress", "--no-prefect", "--batch-mb", "4")  # fmt: skip
     proc = start(*args)
     me = psutil.Process(proc.pid)
-    while not reading_archive(archive)(me):
+    while not reading_archive(archive, db)(me):
         assert proc.poll() is None, proc.communicate()
         time.sleep(0.02)
     os.killpg(proc.pid, signal.SIGKILL)  # no chance to close anything

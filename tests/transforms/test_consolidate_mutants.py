@@ -237,11 +237,13 @@ def test_an_over_budget_summary_drops_the_oldest_entries_first() -> None:
     assert "Fix the flaky test (success)" not in cut
 
 
-def test_a_tiny_budget_keeps_only_the_head() -> None:
-    assert _summary(1) == (
-        "v1\n# Memory summary: github.com/acme/shop\n\n"
-        "Load this at the start of a session; MEMORY.md and rollout_summaries/ hold the details.\n"
-    )
+def test_a_budget_smaller_than_the_head_still_gives_a_v1_file_within_it() -> None:
+    assert _summary(1) == "v1\n"  # the format line is the floor, whatever the budget
+    for budget in (12, 20, 30):
+        cut = _summary(budget)
+        assert cut.startswith("v1\n") and "tokens truncated" in cut
+        assert count_tokens(cut) <= budget
+    assert _summary(30).startswith("v1\n# Memory summary")
 
 
 def test_memories_without_text_or_project_are_not_selected_and_ranks_start_at_one() -> None:
