@@ -89,6 +89,13 @@ def interruptible(on_hard_exit: Callable[[], None] | None = None) -> Iterator[No
     previous = {sig: signal.signal(sig, _handler) for sig in HANDLED}
     try:
         yield
+    except Exception as exc:
+        if not _received:
+            raise
+        # the stop surfaced as another error (DuckDB answers a signal that arrives during a
+        # query with its own "Query interrupted"): it is still the stop
+        signum = _received[0]
+        raise Interrupted(signum, signal.Signals(signum).name) from exc
     finally:
         for sig, old in previous.items():
             signal.signal(sig, old)
@@ -103,6 +110,8 @@ def stop_request(exc: BaseException) -> str | None:
     ``TerminationSignal`` (and then re-sends the signal to the handler above)."""
     if isinstance(exc, Interrupted):
         return exc.name
+    if _received:  # whatever unwinds after a stop request is the stop (see interruptible)
+        return signal.Signals(_received[0]).name
     if isinstance(exc, KeyboardInterrupt):
         return "SIGINT"
     prefect_errors = sys.modules.get("prefect.exceptions")
