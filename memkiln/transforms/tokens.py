@@ -227,12 +227,18 @@ def truncate_middle(text: str, budget: int) -> tuple[str, Truncation]:
         if total <= budget:
             return text, Truncation(budget, before=total, after=total)
         ids, enc = encode(text), encoding()
-        head_n = keep // 2
-        tail_n = keep - head_n
-        head = enc.decode_bytes(ids[:head_n]).decode("utf-8", errors="ignore")
-        tail = enc.decode_bytes(ids[len(ids) - tail_n :]).decode("utf-8", errors="ignore")
-        out = head + marker(len(ids) - head_n - tail_n) + tail
-        return out, Truncation(budget, before=total, after=count_tokens(out))
+        while True:
+            head_n = keep // 2
+            tail_n = keep - head_n
+            head = enc.decode_bytes(ids[:head_n]).decode("utf-8", errors="ignore")
+            tail = enc.decode_bytes(ids[len(ids) - tail_n :]).decode("utf-8", errors="ignore")
+            out = head + marker(len(ids) - head_n - tail_n) + tail
+            after = count_tokens(out)
+            # the two ends, encoded again beside the marker, can take a few more tokens
+            # than the slices they came from: cut by the excess until the whole fits
+            if after <= budget or keep == 0:
+                return out, Truncation(budget, before=total, after=after)
+            keep = max(keep - (after - budget), 0)
     out = head + marker(removed) + tail
     after = head_used + tail_used + marker_cost  # an upper bound, without encoding again
     return out, Truncation(budget, before=after + removed, after=after)

@@ -28,3 +28,20 @@ def test_a_text_just_over_the_budget_is_cut_to_fit_with_its_real_count(over: int
     assert t.tokens_before == total
     assert count_tokens(out) <= total - over
     assert out.startswith("w0 w1") and out.endswith("w298 w299")
+
+
+@pytest.mark.parametrize("share", [0.9, 0.97])
+def test_a_long_text_near_the_budget_is_cut_to_fit_counted_piecewise(share: float) -> None:
+    # Above 64k characters the count is piecewise (one token added per join), so the two
+    # ends cut from the token ids count a little more once encoded again: up to 35 tokens over the
+    # budget before the exact cut was repeated until the whole fitted (3 corpus sessions
+    # rendered 4 tokens over their 180,880-token budget).
+    words = ["alpha", "beta", "gamma", "delta", "kiln", "memory", "session"]
+    lines = [" ".join(words[(i * 7 + j) % 7] for j in range(3 + i % 9)) for i in range(60_000)]
+    text = "\n".join(lines) + "\n"
+    total = count_tokens(text)
+    budget = int(total * share)
+    out, t = truncate_middle(text, budget)
+    assert t.truncated
+    assert count_tokens(out) == t.tokens_after <= budget
+    assert out.startswith(lines[0]) and out.endswith(lines[-1] + "\n")
