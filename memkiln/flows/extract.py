@@ -54,6 +54,7 @@ from memkiln.transforms.selection import (
     run_wide_failure_limit,
     select_candidates,
 )
+from memkiln.transforms.tokens import stage_one_keep_chars
 
 
 @dataclass
@@ -125,7 +126,8 @@ def build_requests(
     )
     kept = filter_memory_items(items.lazy()).sort("rollout_id", "seq").collect()
     del items  # a large session's texts are held once, not twice
-    contents = contents_by_rollout(kept.lazy(), rules=rules).collect()
+    keep_chars = stage_one_keep_chars(settings.context_window)
+    contents = contents_by_rollout(kept.lazy(), rules=rules, keep_chars=keep_chars).collect()
     # each session's items as a slice of ``kept`` (sorted by session): no copy
     bounds = kept.group_by("rollout_id", maintain_order=True).agg(n=pl.len())
     offsets = bounds["n"].cum_sum() - bounds["n"]
@@ -136,8 +138,8 @@ def build_requests(
     empty = kept.clear()
     table = meta.join(contents, on="rollout_id", how="left")
     requests = []
-    for rid, path, cwd, updated_at, body in table.select(
-        "rollout_id", "path", "cwd", "updated_at", "contents"
+    for rid, path, cwd, updated_at, body, omitted in table.select(
+        "rollout_id", "path", "cwd", "updated_at", "contents", "omitted_chars"
     ).iter_rows():
         prompt = build_stage_one_input(
             rollout_path=path,
@@ -145,6 +147,7 @@ def build_requests(
             rollout_contents=body or "",
             context_window=settings.context_window,
             max_output_tokens=settings.max_output_tokens,
+            omitted_chars=omitted or 0,
         )
         digest = hashlib.sha256(prompt.system.encode() + b"\0" + prompt.user.encode())
         requests.append(

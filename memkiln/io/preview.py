@@ -20,6 +20,7 @@ from memkiln.transforms.prompts import (
 )
 from memkiln.transforms.redact import RuleSet, redact_text
 from memkiln.transforms.render import contents_by_rollout
+from memkiln.transforms.tokens import stage_one_keep_chars
 
 
 def stage_one_input(
@@ -32,11 +33,16 @@ def stage_one_input(
     rules: RuleSet,
 ) -> StageOneInput:
     """Filter, render (redacted again) and budget one rollout's items into its messages."""
-    contents = contents_by_rollout(filter_memory_items(items.lazy()), rules=rules).collect()
+    contents = contents_by_rollout(
+        filter_memory_items(items.lazy()),
+        rules=rules,
+        keep_chars=stage_one_keep_chars(context_window),
+    ).collect()
     return build_stage_one_input(
         rollout_path=redact_text(rollout_path, rules=rules),
         rollout_cwd=redact_text(rollout_cwd, rules=rules) if rollout_cwd else None,
         rollout_contents=contents["contents"][0] if contents.height else "",
+        omitted_chars=contents["omitted_chars"][0] if contents.height else 0,
         context_window=context_window,
         max_output_tokens=max_output_tokens,
     )

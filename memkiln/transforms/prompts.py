@@ -85,11 +85,13 @@ def build_stage_one_input(
     rollout_contents: str,
     context_window: int | None,
     max_output_tokens: int = STAGE_ONE_MAX_OUTPUT_TOKENS,
+    omitted_chars: int = 0,
 ) -> StageOneInput:
     """Render the stage-one system prompt and user message; the contents are cut in the
     middle to ``context_window x 95% x 70%`` tokens (150,000 when the window is unknown),
     or fewer when the window would not also hold the system prompt, the rest of the user
-    message and ``max_output_tokens`` (``stage_one_budget``).
+    message and ``max_output_tokens`` (``stage_one_budget``). ``omitted_chars`` counts
+    items already left out of the middle of ``rollout_contents`` (``stage_one_keep_chars``).
 
     The path and the cwd come from the session, not from memkiln: they go in escaped, on one
     line, capped (``escaped_line``), and no ``</`` inside the contents can close their block.
@@ -110,7 +112,9 @@ def build_stage_one_input(
         if stage_one_budget(context_window, reserved_tokens=reserved) < budget:
             reserved = _static_tokens(system) + count_tokens(frame) + 2 + max_output_tokens
             budget = stage_one_budget(context_window, reserved_tokens=reserved)
-    contents, truncation = truncate_middle(escape_block(rollout_contents), budget)
+    contents, truncation = truncate_middle(
+        escape_block(rollout_contents), budget, omitted_chars=omitted_chars
+    )
     return StageOneInput(
         system=system,
         user=template.render(**fields, rollout_contents=contents),

@@ -6,6 +6,9 @@ import polars as pl
 
 from memkiln.transforms.redact import RuleSet, redact_expr
 
+#: An item's JSON beyond its text (its type, role, ids, quotes, the line end), estimated.
+ITEM_OVERHEAD_CHARS = 64
+
 
 def item_json_expr() -> pl.Expr:
     """One compact JSON object per item, shaped like the item type (Codex's field names)."""
@@ -34,10 +37,39 @@ def render_items(items: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
     return items.with_columns(item_json=redact_expr(item_json_expr(), rules=rules))
 
 
-def contents_by_rollout(kept: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
-    """``rollout_id, contents``: each session's rendered items as JSON lines, in order."""
-    return (
+def contents_by_rollout(
+    kept: pl.LazyFrame, *, rules: RuleSet, keep_chars: int | None = None
+) -> pl.LazyFrame:
+    """``rollout_id, contents, omitted_chars``: each session's rendered items as JSON lines,
+    in order.
+
+    With ``keep_chars``, a session far longer than the model can read (over four times
+    ``keep_chars`` of item text) keeps only the items within ``keep_chars`` of its start and of
+    its end, before any of them is rendered: the middle would be cut by the token budget
+    anyway, and rendering it whole held the session several times in memory (a 200 MB session
+    peaked over 2 GB). ``omitted_chars`` is the size of the items left out (their text, an
+    estimate of their JSON), so the truncation marker still counts them.
+    """
+    if keep_chars is not None:
+        size = pl.col("text").str.len_chars().fill_null(0) + ITEM_OVERHEAD_CHARS
+        before = size.cum_sum().over("rollout_id", order_by="seq") - size
+        after = size.cum_sum(reverse=True).over("rollout_id", order_by="seq") - size
+        total = size.sum().over("rollout_id")
+        keep = (total <= 4 * keep_chars) | (before < keep_chars) | (after < keep_chars)
+        kept = kept.with_columns(_size=size, _keep=keep)
+        omitted = (
+            kept.filter(~pl.col("_keep"))
+            .group_by("rollout_id")
+            .agg(omitted_chars=pl.col("_size").sum())
+        )
+        kept = kept.filter(pl.col("_keep")).drop("_size", "_keep")
+    contents = (
         render_items(kept, rules=rules)
         .group_by("rollout_id")
         .agg(contents=pl.col("item_json").sort_by("seq").str.join("\n"))
+    )
+    if keep_chars is None:
+        return contents.with_columns(omitted_chars=pl.lit(0, dtype=pl.Int64))
+    return contents.join(omitted, on="rollout_id", how="left").with_columns(
+        pl.col("omitted_chars").fill_null(0).cast(pl.Int64)
     )

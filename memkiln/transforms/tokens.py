@@ -64,6 +64,16 @@ def stage_one_budget(context_window: int | None, *, reserved_tokens: int = 0) ->
     return max(min(share, room), MIN_BUDGET_TOKENS)
 
 
+#: Characters of items kept from each end of a session before it is rendered: far more than
+#: its token budget can hold (sessions run 2-5 characters per token).
+KEEP_CHARS_PER_TOKEN = 16
+
+
+def stage_one_keep_chars(context_window: int | None) -> int:
+    """How much of a session's item text, from each end, can reach its stage-one input."""
+    return stage_one_budget(context_window) * KEEP_CHARS_PER_TOKEN
+
+
 def _pieces(text: str) -> Iterator[str]:
     """``text`` in pieces of about ``PIECE_CHARS``, cut at line ends, made one at a time (a
     long text is not copied whole into a list of pieces)."""
@@ -200,7 +210,7 @@ def _take(pieces: Iterable[str], tokens: int, *, from_end: bool) -> tuple[str, i
     return "".join(kept), used, consumed
 
 
-def truncate_middle(text: str, budget: int) -> tuple[str, Truncation]:
+def truncate_middle(text: str, budget: int, *, omitted_chars: int = 0) -> tuple[str, Truncation]:
     """Cut ``text`` to at most ``budget`` tokens, keeping its head and tail in equal shares,
     with a visible ``…N tokens truncated…`` marker; never splits a UTF-8 character.
 
@@ -210,7 +220,13 @@ def truncate_middle(text: str, budget: int) -> tuple[str, Truncation]:
     below the real count), while ``N`` is counted for a text near the budget and estimated
     from the characters removed, at the kept part's characters-per-token rate, for a text
     far over it.
+
+    ``omitted_chars`` says ``text`` is already the head and the tail of a longer text, that
+    many characters having been left out between them (``keep_chars`` of
+    ``contents_by_rollout``): they count in ``N``, and the cut is never exact.
     """
+    if omitted_chars:
+        return _truncate_far(text, budget, omitted_chars)
     if len(text.encode("utf-8")) <= budget:
         return text, Truncation.kept_whole(text, budget)
     marker_cost = count_tokens(marker(10**12)) + 2  # the marker, and a token at each join
@@ -241,4 +257,21 @@ def truncate_middle(text: str, budget: int) -> tuple[str, Truncation]:
             keep = max(keep - (after - budget), 0)
     out = head + marker(removed) + tail
     after = head_used + tail_used + marker_cost  # an upper bound, without encoding again
+    return out, Truncation(budget, before=after + removed, after=after)
+
+
+def _truncate_far(text: str, budget: int, omitted_chars: int) -> tuple[str, Truncation]:
+    """``truncate_middle`` of a text whose middle was left out before it was rendered."""
+    marker_cost = count_tokens(marker(10**12)) + 2
+    keep = max(budget - marker_cost, 0)
+    head, head_used, head_chars = _take(_pieces(text), keep // 2, from_end=False)
+    room = len(text) - head_chars
+    tail, tail_used, tail_chars = _take(_tail_pieces(text), keep - keep // 2, from_end=True)
+    if tail_chars > room:  # the two ends met: the tail starts where the head stops
+        tail, tail_chars = text[head_chars:], room
+    middle = len(text) - head_chars - tail_chars + omitted_chars
+    rate = (head_used + tail_used) / max(head_chars + tail_chars, 1)
+    removed = max(round(middle * rate), 1)
+    out = head + marker(removed) + tail
+    after = head_used + tail_used + marker_cost
     return out, Truncation(budget, before=after + removed, after=after)

@@ -30,7 +30,7 @@ def row(rid: str, seq: int, item_type: str, text: str, **kw: object) -> dict[str
 
 def contents(rows: list[dict[str, object]]) -> dict[str, str]:
     out = contents_by_rollout(pl.DataFrame(rows, schema=SCHEMA).lazy(), rules=load_rules())
-    return dict(out.collect().iter_rows())
+    return dict(out.collect().select("rollout_id", "contents").iter_rows())
 
 
 def test_each_item_type_renders_with_codexs_field_names_in_session_order() -> None:
