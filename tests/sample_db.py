@@ -8,6 +8,8 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import pytest
+
 from memkiln.flows.cli import run_cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -33,3 +35,14 @@ def build_sample_db(root: Path) -> SampleDb:
     )  # fmt: skip
     assert code == 0, f"memkiln run exited {code}"
     return SampleDb(db=db, memories=memories, archive=archive)
+
+
+_BUILT: list[SampleDb] = []
+
+
+def shared_sample_db(tmp_path_factory: pytest.TempPathFactory) -> SampleDb:
+    """The sample database, built once per test process and shared by the modules that only
+    read it (each opens it read-only)."""
+    if not _BUILT:
+        _BUILT.append(build_sample_db(tmp_path_factory.mktemp("sample")))
+    return _BUILT[0]

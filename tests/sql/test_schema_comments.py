@@ -9,12 +9,12 @@ import pytest
 
 from memkiln.io import schema_docs
 from memkiln.io.store import migrate, open_store
-from tests.sample_db import SampleDb, build_sample_db
+from tests.sample_db import SampleDb, shared_sample_db
 
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory: pytest.TempPathFactory) -> SampleDb:
-    return build_sample_db(tmp_path_factory.mktemp("sample"))
+    return shared_sample_db(tmp_path_factory)
 
 
 def _undocumented(con: duckdb.DuckDBPyConnection) -> list[str]:

@@ -13,14 +13,14 @@ import pytest
 
 from memkiln.flows.ingest import ingest_archive
 from memkiln.settings import Settings
-from tests.sample_db import SampleDb, build_sample_db
+from tests.sample_db import SampleDb, shared_sample_db
 
 NEW_VIEWS = ("v_sessions_daily", "v_tool_calls", "v_coverage", "v_costs", "v_redactions", "v_runs")
 
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory: pytest.TempPathFactory) -> SampleDb:
-    return build_sample_db(tmp_path_factory.mktemp("sample"))
+    return shared_sample_db(tmp_path_factory)
 
 
 @pytest.fixture
