@@ -33,7 +33,11 @@ def sessions_per_day(sessions_daily: pl.DataFrame) -> alt.Chart:
         .encode(
             x=alt.X("day:T", title="day (UTC)"),
             y=alt.Y("sessions:Q", title="sessions"),
-            color=alt.Color("project_key:N", title="project", legend=alt.Legend(orient="bottom")),
+            color=alt.Color(
+                "project_key:N",
+                title="project",
+                legend=alt.Legend(orient="bottom", columns=2, labelLimit=360),
+            ),
             tooltip=["day:T", "project_key:N", "sessions:Q"],
         )
         .properties(width=WIDTH, height=HEIGHT)
@@ -100,7 +104,11 @@ def cost_per_day(costs: pl.DataFrame) -> alt.Chart:
         .encode(
             x=alt.X("day:T", title="day (UTC)"),
             y=alt.Y("tokens:Q", title="tokens (in + out)"),
-            color=alt.Color("what:N", title="phase · model", legend=alt.Legend(orient="bottom")),
+            color=alt.Color(
+                "what:N",
+                title="phase · model",
+                legend=alt.Legend(orient="bottom", columns=2, labelLimit=360),
+            ),
             tooltip=["day:T", "what:N", "requests:Q", "tokens:Q", "cost_usd:Q"],
         )
         .properties(width=WIDTH, height=HEIGHT)

@@ -7,7 +7,7 @@ with latest as (
     limit 1
 )
 select
-    run_id,
+    left(run_id, 12) as run_id,
     command,
     is_phase,
     status,
