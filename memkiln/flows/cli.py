@@ -537,6 +537,32 @@ def show_config(
 
 
 @app.command()
+def report(
+    report_file: Annotated[
+        Path,
+        typer.Option("--out", "-o", help="The HTML file to write.", show_default=True),
+    ] = Path("report.html"),
+    db: DbOpt = None,
+    out: Annotated[
+        Path | None, _option("out", "--memories", intro="The project table links here. ")
+    ] = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Write one self-contained HTML report of the database: the last run, what failed and
+    why, what it cost, the projects (linked to their memory folders) and charts. It opens
+    offline: the chart library and the data are inside the file. The database is only read."""
+    from memkiln.io.html_report import write_report
+
+    settings = _settings({"db": db, "out": out}, config)
+    done = write_report(settings.db, report_file, memories=settings.out)
+    Console().print(
+        f"wrote {done.path} ({done.bytes / 1e6:.1f} MB): {done.charts} charts, "
+        f"{done.projects} projects",
+        highlight=False,
+    )
+
+
+@app.command()
 def show(
     project: Annotated[
         str,

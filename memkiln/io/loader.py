@@ -49,9 +49,12 @@ from memkiln.transforms.redact import (
     redact_text,
     rule_hit_counts,
 )
+from memkiln.transforms.tool_calls import build_tool_calls
 
 #: File outcomes that count as failed in a run's summary.
 FAILED_STATUSES = ("unreadable", "corrupt", "binary", "unrecognized")
+
+_RESULT_ERROR_TYPES = {"fid": pl.Int64, "line_no": pl.Int32, "is_error": pl.Boolean}
 
 QUARANTINE_SCHEMA = {
     "file_id": pl.Int64,
@@ -277,6 +280,7 @@ def write_batch(
         ),
         seq=pl.int_range(pl.len(), dtype=pl.Int32).over("fid"),
     )
+    tool_calls = build_tool_calls(items.lazy(), result_errors=norm.result_errors.lazy()).collect()
 
     # 7. file statuses
     files = (
@@ -340,6 +344,7 @@ def write_batch(
         files=files,
         rollouts=rollouts,
         items=items,
+        tool_calls=tool_calls,
         quarantine=quarantine,
         run_id=run_id,
         hits=result.hits,
@@ -361,6 +366,8 @@ class Normalized:
     quarantine: pl.DataFrame
     per_file: pl.DataFrame  # fid, path, format, n_lines, n_quarantined
     hits: dict[str, int]
+    #: fid, line_no, is_error of lines that flag a tool result (Pi's ``isError``)
+    result_errors: pl.DataFrame = field(default_factory=lambda: _no_result_errors())
 
 
 def normalize_chunks(
@@ -403,6 +410,7 @@ def normalize_lines(
     counts: list[pl.DataFrame] = []
     votes: list[pl.DataFrame] = []
     narrow: list[pl.DataFrame] = []
+    errors: list[pl.DataFrame] = [_no_result_errors()]
     parts = _segments(lines["nbytes"], SEGMENT_BYTES)
     whole: pl.DataFrame | None = None  # the fields of a batch parsed in one part
     for offset, length in parts:
@@ -416,6 +424,7 @@ def normalize_lines(
         # 4. parse every field of every good line in one pass
         fields = line_fields(con, good)
         votes.append(format_votes(fields.lazy()).collect())
+        errors.append(_result_errors(fields))
         if len(parts) == 1:
             whole = fields
         else:
@@ -458,7 +467,22 @@ def normalize_lines(
         ),
         rules=rules,
     ).collect()
-    return Normalized(items, rollouts, quarantine, per_file, dict(hits))
+    return Normalized(
+        items, rollouts, quarantine, per_file, dict(hits), result_errors=pl.concat(errors)
+    )
+
+
+def _result_errors(fields: pl.DataFrame) -> pl.DataFrame:
+    """``fid, line_no, is_error`` of the lines that say whether their tool result failed."""
+    return (
+        fields.filter(pl.col("m_is_error").is_not_null())
+        .select("fid", "line_no", is_error=pl.col("m_is_error") == "true")
+        .cast(_RESULT_ERROR_TYPES)  # type: ignore[arg-type]
+    )
+
+
+def _no_result_errors() -> pl.DataFrame:
+    return pl.DataFrame(schema=_RESULT_ERROR_TYPES)
 
 
 def _segments(nbytes: pl.Series, limit: int) -> list[tuple[int, int]]:
@@ -638,6 +662,7 @@ def _write(
     files: pl.DataFrame,
     rollouts: pl.DataFrame,
     items: pl.DataFrame,
+    tool_calls: pl.DataFrame,
     quarantine: pl.DataFrame,
     run_id: str,
     hits: dict[str, int],
@@ -648,11 +673,15 @@ def _write(
         "b_files": files,
         "b_rollouts": rollouts,
         "b_quarantine": quarantine,
+        "b_tool_calls": tool_calls,
     }
     with transaction(con, **frames):
         if released:  # files that are gone, whose sessions this batch takes over
             con.execute(
                 "delete from items where file_id = any($fids::bigint[])", {"fids": released}
+            )
+            con.execute(
+                "delete from tool_calls where file_id = any($fids::bigint[])", {"fids": released}
             )
             con.execute(
                 "delete from rollouts where file_id = any($fids::bigint[])", {"fids": released}
@@ -663,6 +692,10 @@ def _write(
         )
         con.execute(
             "delete from rollouts where file_id = any($fids::bigint[])", {"fids": params["fids"]}
+        )
+        con.execute(
+            "delete from tool_calls where file_id = any($fids::bigint[])",
+            {"fids": params["fids"]},
         )
         con.execute(
             "delete from quarantine where file_id = any($fids::bigint[])", {"fids": params["fids"]}
@@ -676,6 +709,7 @@ def _write(
                 con.execute(sql("insert_items"))
             finally:
                 con.unregister("b_items")
+        con.execute(sql("insert_tool_calls"))
         con.execute(sql("insert_quarantine"), {"run_id": run_id, "at": at})
         for rule_id, n in hits.items():
             con.execute(

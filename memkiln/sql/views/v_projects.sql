@@ -24,3 +24,14 @@ select
     c.last_success_at as consolidated_at
 from per_project as p
 left join consolidation_jobs as c using (project_key);
+comment on view v_projects is 'One row per project: sessions, memories and its memory folder.';
+comment on column v_projects.project_key is 'The project: normalized git remote, else working directory.';
+comment on column v_projects.sessions is 'Sessions of the project.';
+comment on column v_projects.formats is 'How many formats (codex, claude, pi) its sessions come in.';
+comment on column v_projects.items is 'Conversation items of its sessions.';
+comment on column v_projects.first_active_at is 'Oldest session update.';
+comment on column v_projects.last_active_at is 'Newest session update.';
+comment on column v_projects.folder is 'Memory folder, relative to the output folder; null before consolidation.';
+comment on column v_projects.memories is 'Memories in the last consolidation.';
+comment on column v_projects.consolidation_status is 'running | succeeded | failed | empty; null before consolidation.';
+comment on column v_projects.consolidated_at is 'When the folder was last written successfully.';

@@ -1,0 +1,33 @@
+-- What happened last night: the latest run (a `memkiln run` with its phases, or a standalone
+-- command), one row per run record, the run itself first.
+with latest as (
+    select group_id
+    from v_runs
+    order by started_at desc
+    limit 1
+)
+select
+    left(run_id, 12) as run_id,
+    command,
+    is_phase,
+    status,
+    started_at,
+    seconds,
+    files_new + files_changed as files_read,
+    rollouts,
+    items,
+    quarantined,
+    secrets_redacted,
+    sessions_succeeded,
+    sessions_no_output,
+    sessions_failed,
+    model_requests,
+    input_tokens,
+    output_tokens,
+    cost_usd,
+    projects_written,
+    projects_failed,
+    error
+from v_runs
+where group_id = (select group_id from latest)
+order by is_phase, started_at;
