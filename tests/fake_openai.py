@@ -679,6 +679,11 @@ class FakeOpenAI:
         self.log_path = Path(log_path) if log_path is not None else None
         self.requests: list[dict[str, Any]] = []
         self.errors: list[BaseException] = []
+        #: when set, a tokenizer: the usage of every answer counts the request's messages
+        #: with it (3 tokens per message and 3 to prime the reply, as OpenAI counts chat
+        #: requests) instead of characters / 4, and ``input_tokens_received`` adds them up
+        self.token_counter: Callable[[str], int] | None = None
+        self.input_tokens_received = 0
         self._lock = threading.Lock()
         self._log_lock = threading.Lock()
         self._queue: deque[Reply] = deque()
@@ -739,6 +744,7 @@ class FakeOpenAI:
             self.default = Reply()
             self.latency = 0.0
             self._max_in_flight = self._in_flight
+            self.input_tokens_received = 0
 
     def client(
         self, *, timeout: float = 10.0, max_retries: int = 0, **kwargs: Any
@@ -882,9 +888,30 @@ class FakeOpenAI:
             content = reply.content or "I'm sorry, but I can't help with that request."
         else:
             content = render_content(reply, body)
+        payload = (_chat_completion if is_chat else _response)(body, content, reply.kind)
+        if self.token_counter is not None:
+            self._count_usage(body, content, payload, is_chat=is_chat)
+        return 200, payload, {}, hold
+
+    def _count_usage(
+        self, body: dict[str, Any], content: str, payload: dict[str, Any], *, is_chat: bool
+    ) -> None:
+        """Usage counted with ``token_counter`` (see its attribute)."""
+        count = self.token_counter
+        assert count is not None
+        texts = [_text_of(m.get("content")) for m in _messages(body)]
+        if isinstance(body.get("instructions"), str):
+            texts.append(body["instructions"])
+        prompt = sum(count(text) + 3 for text in texts) + 3
+        completion = count(content)
+        with self._lock:
+            self.input_tokens_received += prompt
+        usage = payload["usage"]
         if is_chat:
-            return 200, _chat_completion(body, content, reply.kind), {}, hold
-        return 200, _response(body, content, reply.kind), {}, hold
+            usage.update(prompt_tokens=prompt, completion_tokens=completion)
+        else:
+            usage.update(input_tokens=prompt, output_tokens=completion)
+        usage["total_tokens"] = prompt + completion
 
 
 # --------------------------------------------------------------------------- pytest fixtures

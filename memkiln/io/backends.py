@@ -28,6 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from memkiln.errors import ConfigError
 from memkiln.io.jobs import Outcome
+from memkiln.io.prices import PriceBook
 from memkiln.io.store import now
 from memkiln.settings import Settings, openai_api_key
 from memkiln.transforms.heuristic import RolloutFacts, extract_heuristic
@@ -325,7 +326,7 @@ class OpenAIBackend:
         self.rules = rules
         self.context_window = settings.context_window
         self.max_output_tokens = settings.max_output_tokens
-        self.price_in, self.price_out = settings.prices.get(settings.model, (0.0, 0.0))
+        self.prices = PriceBook(settings.prices)
         schema = stage_one_json_schema()
         self._response_format = {
             "type": "json_schema",
@@ -355,8 +356,9 @@ class OpenAIBackend:
         """The client, once built (building it loads the TLS certificates, about 50 ms)."""
         return self._client.result()
 
-    def _cost(self, tokens_in: int, tokens_out: int) -> float:
-        return (tokens_in * self.price_in + tokens_out * self.price_out) / 1_000_000
+    def cost(self, tokens_in: int, tokens_out: int) -> float | None:
+        """USD for a request's tokens (None: the model's price is unknown)."""
+        return self.prices.cost(self.name, self.model, tokens_in, tokens_out)
 
     async def extract(self, request: Request) -> Outcome:
         started = now()
@@ -389,7 +391,7 @@ class OpenAIBackend:
             "input_hash": request.input_hash,
             "input_tokens": tokens_in,
             "output_tokens": tokens_out,
-            "cost_usd": self._cost(tokens_in, tokens_out),
+            "cost_usd": self.cost(tokens_in, tokens_out),
             "started_at": started,
             "sent": True,
         }

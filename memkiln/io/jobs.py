@@ -43,7 +43,7 @@ class Outcome:
     input_hash: str = ""
     input_tokens: int = 0
     output_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float | None = 0.0  # None: the model's price is unknown
     started_at: datetime | None = None
     sent: bool = False  # a request went to the model (not refused before it, not reused)
 
@@ -275,3 +275,24 @@ def store_write_error(db: object, exc: Exception) -> StoreError:
         f"the database {db} could not be written ({type(exc).__name__}: {first}); "
         "free disk space or check the file system, then run again: work done so far is kept"
     )
+
+
+def record_decisions(con: duckdb.DuckDBPyConnection, decided: pl.DataFrame, *, run_id: str) -> None:
+    """Store every session's selection decision of this run (``decided``: ``rollout_id,
+    decision``), replacing the previous ones, and this run's counts per reason."""
+    frame = decided.select("rollout_id", "decision")
+    with transaction(con, decided=frame):
+        con.execute(sql("record_decisions"), {"run_id": run_id, "at": now()})
+        con.execute(sql("record_selection_counts"))
+
+
+def selection_reasons(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, int]]:
+    """``(decision, reason, sessions)`` of the latest selection, most frequent first: what
+    ``memkiln status`` shows as the count of sessions per reason."""
+    rows = con.execute(sql("selection_reasons")).fetchall()
+    return [(str(d), str(r), int(n)) for d, r, n in rows]
+
+
+def sessions_without_memory(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """Every session (and file that gave none) without a memory, with the reason why."""
+    return fetch_pl(con, sql("sessions_without_memory"))
