@@ -319,6 +319,8 @@ def extract(
     summary = _hold(settings, create=False, work=work)
     if _print_estimate(summary.estimate, as_json=as_json, run_id=summary.run_id):
         return EXIT_OK
+    if as_json:
+        return _print_counters(summary, run_exit_code(extract=summary))
     _print([extract_section(summary)], notes(extract=summary), f"run {summary.run_id[:12]}")
     return run_exit_code(extract=summary)
 
@@ -378,6 +380,9 @@ def run(
     summary = _hold(settings, create=True, work=work)
     if _print_estimate(summary.estimate, as_json=as_json, run_id=summary.run_id):
         return EXIT_OK
+    if as_json:
+        code = run_exit_code(extract=summary.extract, consolidate=summary.consolidate)
+        return _print_counters(summary, code)
     sections = [
         ingest_section(summary.ingest),
         extract_section(summary.extract),
@@ -450,6 +455,9 @@ def backfill(
     if _print_estimate(summary.estimate, as_json=as_json, run_id=summary.run_id):
         return EXIT_OK
     extracted = summary.extract
+    if as_json:
+        code = run_exit_code(extract=extracted, consolidate=summary.consolidate)
+        return _print_counters(summary, code)
     sections = [
         ingest_section(summary.ingest),
         extract_section(extracted),
@@ -459,6 +467,18 @@ def backfill(
     _print(sections, notes(extract=extracted, consolidate=summary.consolidate), caption)
     Console().print(f"memory files: {settings.out}/INDEX.md", highlight=False)
     return run_exit_code(extract=extracted, consolidate=summary.consolidate)
+
+
+def _print_counters(summary: Any, code: int) -> int:
+    """A run's counters (as in ``runs``) and why it stopped early, as one JSON object."""
+    extract = getattr(summary, "extract", summary)
+    out = summary.counters() | {
+        "run_id": summary.run_id,
+        "stopped": extract.stopped,
+        "budget_reached": extract.budget_reached,
+    }
+    sys.stdout.write(json.dumps(out) + "\n")
+    return code
 
 
 def _print_estimate(estimate: Any, *, as_json: bool, run_id: str) -> bool:

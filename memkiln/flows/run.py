@@ -112,7 +112,8 @@ def dry_run_estimate(settings: Settings, extract: ExtractSummary, *, run_id: str
             context_window=settings.context_window,
             prices=PriceBook(settings.prices),
         )
-        record_estimate(con, run_id=run_id, estimate=estimate)
+        # the extract run stored its own phase's usage rows
+        record_estimate(con, run_id=run_id, estimate=estimate, phases=("consolidate",))
     finally:
         con.close()
     return estimate

@@ -64,9 +64,16 @@ def record_usage(
     )
 
 
-def record_estimate(con: duckdb.DuckDBPyConnection, *, run_id: str, estimate: Estimate) -> None:
+def record_estimate(
+    con: duckdb.DuckDBPyConnection,
+    *,
+    run_id: str,
+    estimate: Estimate,
+    phases: tuple[str, ...] = ("extract", "consolidate"),
+) -> None:
     """A dry run's counts and estimate (``run_estimates``), with one ``model_usage`` row of
-    kind ``estimate`` per phase and model."""
+    kind ``estimate`` per model for each of ``phases`` (a parent run stores only the phases
+    its child runs did not store already)."""
     con.execute(
         sql("insert_run_estimate"),
         {
@@ -83,6 +90,8 @@ def record_estimate(con: duckdb.DuckDBPyConnection, *, run_id: str, estimate: Es
         },
     )
     for (phase, backend, model), (requests, tokens_in, tokens_out, cost) in estimate.usage.items():
+        if phase not in phases:
+            continue
         record_usage(
             con,
             run_id=run_id,
