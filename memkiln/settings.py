@@ -97,10 +97,11 @@ class Options(BaseModel):
     lease_seconds: int = Field(3600, gt=0, description="How long a running job is held.")
 
     # Phase 1: the model
-    backend: Literal["heuristic", "openai"] = Field(
+    backend: Literal["heuristic", "openai", "openai-batch"] = Field(
         "heuristic",
-        description="heuristic (offline, rule-based) or openai (any OpenAI-compatible API, "
-        "key from OPENAI_API_KEY).",
+        description="heuristic (offline, rule-based), openai (any OpenAI-compatible API, "
+        "key from OPENAI_API_KEY) or openai-batch (OpenAI's Batch API: half price, answers "
+        "applied by a later run).",
     )
     model: str = Field("gpt-5-mini", description="Model name sent to the openai backend.")
     base_url: str | None = Field(
@@ -319,7 +320,7 @@ def openai_api_key(settings: Options) -> str:
 
 def check_backend(settings: Options) -> None:
     """Fail before any work starts when the chosen backend cannot be used."""
-    if settings.backend == "openai":
+    if settings.backend in ("openai", "openai-batch"):
         openai_api_key(settings)
 
 

@@ -55,6 +55,8 @@ class BackfillSummary:
         total = ExtractSummary(run_id=self.batches[-1].run_id if self.batches else "")
         for batch in self.batches:
             total.taken += batch.taken
+            total.batched += batch.batched
+            total.batches_open = batch.batches_open
             total.requests += batch.requests
             total.input_tokens += batch.input_tokens
             total.output_tokens += batch.output_tokens

@@ -97,14 +97,15 @@ def consolidate_store(
     reporter = reporter or Reporter(enabled=False)
     rules = load_rules()
     root = OutputRoot(settings.out)
-    if settings.backend == "openai":
+    synchronous = settings.backend in ("openai", "openai-batch")  # phase 2 is synchronous
+    if synchronous:
         check_budget_prices(
             PriceBook(settings.prices),
             backend="openai",
             model=settings.model,
             budget=settings.budget_usd,
         )
-    backend = OpenAIBackend(settings, rules=rules) if settings.backend == "openai" else None
+    backend = OpenAIBackend(settings, rules=rules) if synchronous else None
     con = open_store(settings.db)
     summary = ConsolidateSummary()
     try:

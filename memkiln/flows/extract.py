@@ -28,6 +28,8 @@ from memkiln.flows.ephemeral import stoppable
 from memkiln.flows.progress import Reporter
 from memkiln.flows.records import extract_section, notes, phase_of, publish
 from memkiln.io.backends import HEURISTIC_MODEL, Backend, Request, make_backend
+from memkiln.io.batch import Item as BatchItem
+from memkiln.io.batch import OpenAIBatchBackend, mark_applied, open_owners, poll, submit
 from memkiln.io.jobs import (
     RETRY_NOW_REASONS,
     Finished,
@@ -89,6 +91,9 @@ class ExtractSummary:
     taken: int = 0
     #: a dry run's counts and estimate (no model was called)
     estimate: Estimate | None = None
+    #: openai-batch: requests sent in this run's batch, and batches still running
+    batched: int = 0
+    batches_open: int = 0
     #: sessions whose attempt in this run failed (every reason); the CLI exits 1 when > 0
     sessions_failed: int = 0
 
@@ -238,14 +243,17 @@ async def _extract(
 ) -> None:
     # 1. jobs left running by a dead run go back to pending
     summary.orphans_taken_over = release_orphans(con, run_id=summary.run_id)
-    # 2. select
+    batches = isinstance(backend, OpenAIBatchBackend)
+    if batches and not settings.dry_run:  # answers of earlier batches first
+        await asyncio.to_thread(_apply_batches, con, backend, settings, rules, summary)
+    # 2. select (the jobs of open batches are held by them)
     rollouts, jobs = load_selection_inputs(con)
     decided = select_candidates(
         rollouts.lazy(),
         jobs.lazy(),
         now=now(),
         policy=plan.policy,
-        live_owners=(summary.run_id,),
+        live_owners=(summary.run_id, *open_owners(con)),
         producer=(backend.name, backend.model, STAGE_ONE_PROMPT_VERSION),
     ).collect()
     summary.considered = decided.height
@@ -266,6 +274,13 @@ async def _extract(
             record_estimate(cur, run_id=summary.run_id, estimate=estimate)
         summary.estimate = estimate
         await backend.aclose()
+        return
+    if batches:
+        await asyncio.to_thread(
+            _submit_batch, con, backend, todo, settings, rules, summary, plan, reusable, out_each
+        )
+        await backend.aclose()
+        _record_usage(con, summary, backend)
         return
     # the budget: what this invocation spent before this phase, what this run spent, and
     # the estimated cost of each request in flight
@@ -427,20 +442,29 @@ async def _extract(
         summary.stopped += f"; {left:,} sessions left pending for the next run"
     summary.outcomes = dict(outcomes)
     summary.sessions_failed = sum(n for k, n in outcomes.items() if k.startswith("failed"))
-    if summary.requests:
-        with store_cursor(con) as cur:
-            record_usage(
-                cur,
-                run_id=summary.run_id,
-                kind="actual",
-                phase="extract",
-                backend=backend.name,
-                model=backend.model,
-                requests=summary.requests,
-                input_tokens=summary.input_tokens,
-                output_tokens=summary.output_tokens,
-                cost_usd=summary.cost_usd if summary.price_known else None,
-            )
+    _record_usage(con, summary, backend)
+
+
+def _record_usage(
+    con: duckdb.DuckDBPyConnection, summary: ExtractSummary, backend: Backend
+) -> None:
+    """This run's requests, tokens and cost in ``model_usage`` (a batch's tokens are known
+    when the run that applies it records them)."""
+    if not (summary.requests or summary.input_tokens):
+        return
+    with store_cursor(con) as cur:
+        record_usage(
+            cur,
+            run_id=summary.run_id,
+            kind="actual",
+            phase="extract",
+            backend=backend.name,
+            model=backend.model,
+            requests=summary.requests,
+            input_tokens=summary.input_tokens,
+            output_tokens=summary.output_tokens,
+            cost_usd=summary.cost_usd if summary.price_known else None,
+        )
 
 
 def _estimate(
@@ -487,6 +511,113 @@ def _estimate(
         cost=plan.prices.cost(backend.name, backend.model, tokens_in, tokens_out),
     )
     return estimate
+
+
+def _apply_batches(
+    con: duckdb.DuckDBPyConnection,
+    backend: OpenAIBatchBackend,
+    settings: Settings,
+    rules: RuleSet,
+    summary: ExtractSummary,
+) -> None:
+    """Record the outcomes of the batches that ended since the last run."""
+    with store_cursor(con) as cur:
+        finished, summary.batches_open = poll(cur, backend)
+        finish_many(
+            cur,
+            finished,
+            run_id=summary.run_id,
+            backend=backend.name,
+            model=backend.model,
+            prompt_version=STAGE_ONE_PROMPT_VERSION,
+            retry_delay=timedelta(hours=settings.retry_delay_hours),
+            rules=rules,
+        )
+        mark_applied(cur)
+    outcomes = Counter(summary.outcomes)
+    for f in finished:
+        r = f.result
+        outcomes[r.outcome + (f":{r.reason}" if r.reason else "")] += 1
+        summary.input_tokens += r.input_tokens
+        summary.output_tokens += r.output_tokens
+        if r.cost_usd is None:
+            summary.price_known = False
+        else:
+            summary.cost_usd += r.cost_usd
+    summary.outcomes = dict(outcomes)
+    summary.sessions_failed = sum(n for k, n in outcomes.items() if k.startswith("failed"))
+
+
+def _submit_batch(
+    con: duckdb.DuckDBPyConnection,
+    backend: OpenAIBatchBackend,
+    todo: pl.DataFrame,
+    settings: Settings,
+    rules: RuleSet,
+    summary: ExtractSummary,
+    plan: Plan,
+    reusable: set[tuple[str, str]],
+    out_each: int,
+) -> None:
+    """Send this run's sessions as one batch (within the budget); outputs that can be
+    reused and requests over the window are recorded at once."""
+    items: list[BatchItem] = []
+    now_done: list[Finished] = []
+    estimate = plan.spent_before + summary.cost_usd
+    with store_cursor(con) as cur:
+        for chunk in todo.iter_slices(PREPARE_CHUNK * 4):
+            if summary.budget_reached:
+                break
+            requests = build_requests(cur, chunk, settings=settings, rules=rules)
+            attempts = claim_many(
+                cur, chunk, run_id=summary.run_id, lease_seconds=settings.lease_seconds
+            )
+            watermarks = dict(chunk.iter_rows())
+            for request in requests:
+                rid = request.rollout_id
+                done = Finished(Outcome(rid, "reused", input_hash=request.input_hash),
+                                watermarks[rid], attempts[rid])  # fmt: skip
+                window = settings.context_window
+                needed = window and request.prompt.tokens_needed(settings.max_output_tokens, window)
+                if (rid, request.input_hash) in reusable:
+                    now_done.append(done)
+                    continue
+                if needed:
+                    failed = Outcome(rid, "failed", reason="context_overflow",
+                                     detail=f"{needed} tokens needed, window {window}",
+                                     input_hash=request.input_hash)  # fmt: skip
+                    now_done.append(Finished(failed, watermarks[rid], attempts[rid]))
+                    continue
+                tokens_in = request_input_tokens(request.prompt)
+                cost = plan.prices.cost(backend.name, backend.model, tokens_in, out_each) or 0.0
+                if settings.budget_usd is not None and estimate + cost > settings.budget_usd:
+                    summary.budget_reached = True
+                    summary.stopped = (
+                        f"budget of ${settings.budget_usd:,.2f} reached: the batch holds "
+                        f"{len(items):,} requests (~${estimate:,.4f} with the spend so far)"
+                    )
+                    break
+                estimate += cost
+                items.append(BatchItem(request, watermarks[rid], attempts[rid]))
+        if items:
+            submit(cur, backend, items, run_id=summary.run_id)
+        finish_many(
+            cur,
+            now_done,
+            run_id=summary.run_id,
+            backend=backend.name,
+            model=backend.model,
+            prompt_version=STAGE_ONE_PROMPT_VERSION,
+            retry_delay=timedelta(hours=settings.retry_delay_hours),
+            rules=rules,
+        )
+        release_unsent(cur, run_id=summary.run_id)
+    summary.requests += len(items)
+    summary.batched = len(items)
+    outcomes = Counter(summary.outcomes)
+    for f in now_done:
+        outcomes[f.result.outcome + (f":{f.result.reason}" if f.result.reason else "")] += 1
+    summary.outcomes = dict(outcomes)
 
 
 def _record_decisions(con: duckdb.DuckDBPyConnection, decided: pl.DataFrame, run_id: str) -> None:

@@ -44,6 +44,8 @@ def extract_section(s: ExtractSummary) -> Section:
     if s.orphans_taken_over:
         rows.append(("jobs taken over from a dead run", s.orphans_taken_over))
     rows.append(("model requests", s.requests))
+    if s.batched or s.batches_open:  # openai-batch
+        rows += [("  sent in a batch", s.batched), ("batches still running", s.batches_open)]
     rows += [(f"  {outcome}", n) for outcome, n in sorted(s.outcomes.items())]
     rows += [("tokens in", s.input_tokens), ("tokens out", s.output_tokens)]
     cost = format_cost(s.cost_usd if s.price_known else None)

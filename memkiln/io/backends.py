@@ -405,6 +405,39 @@ class OpenAIBackend:
             )
         return finalize(request.rollout_id, parsed.output, rules=self.rules, **usage)
 
+    def request_body(self, prompt: StageOneInput) -> tuple[str, dict[str, Any]]:
+        """The path and body of a stage-one request (the Batch API sends the same body)."""
+        if self.api == "responses":
+            return "/responses", {
+                "model": self.model,
+                "instructions": prompt.system,
+                "input": prompt.user,
+                "max_output_tokens": self.max_output_tokens,
+                "text": self._text_format,
+            }
+        return "/chat/completions", {
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": prompt.system},
+                {"role": "user", "content": prompt.user},
+            ],
+            "max_completion_tokens": self.max_output_tokens,
+            "response_format": self._response_format,
+        }
+
+    def judge(self, raw: bytes, *, fallback_tokens: int = 0) -> tuple[Parsed, int, int]:
+        """Read and judge an answer's body; its token counts (``fallback_tokens`` in when the
+        server sent none). Raises ``ValidationError`` for a body that is not an answer."""
+        answer = read_answer(raw, api=self.api)
+        tokens_in, tokens_out = answer.counts or (fallback_tokens, 0)
+        parsed = judge_stage_one(
+            answer.text,
+            refusal=answer.refusal,
+            cut=answer.cut,
+            max_output_tokens=self.max_output_tokens,
+        )
+        return parsed, tokens_in, tokens_out
+
     def _call(self, prompt: StageOneInput) -> tuple[Parsed, int, int]:
         # Runs in one of the backend's threads, parsing the answer too, so that the event
         # loop only hands out requests and collects outcomes. The body goes out as it is
@@ -494,4 +527,10 @@ def make_backend(settings: Settings, *, rules: RuleSet) -> Backend:
         return HeuristicBackend(rules=rules)
     if settings.backend == "openai":
         return OpenAIBackend(settings, rules=rules)
-    raise ConfigError(f"unknown backend {settings.backend!r}; use heuristic or openai")
+    if settings.backend == "openai-batch":
+        from memkiln.io.batch import OpenAIBatchBackend
+
+        return OpenAIBatchBackend(settings, rules=rules)
+    raise ConfigError(
+        f"unknown backend {settings.backend!r}; use heuristic, openai or openai-batch"
+    )

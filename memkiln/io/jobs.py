@@ -49,9 +49,11 @@ class Outcome:
 
 
 def release_orphans(con: duckdb.DuckDBPyConnection, *, run_id: str) -> int:
-    """Return jobs held by runs that are gone to ``pending``; returns how many."""
+    """Return jobs held by runs that are gone to ``pending``; returns how many. Jobs held by
+    a batch of the Batch API (owner ``batch:…``) stay with it until it is applied."""
     orphans = con.execute(
-        "select count(*) from stage1_jobs where status = 'running' and owner <> $run_id",
+        "select count(*) from stage1_jobs where status = 'running' and owner <> $run_id "
+        "and owner not like 'batch:%'",
         {"run_id": run_id},
     ).fetchall()[0][0]
     if orphans:
@@ -63,7 +65,8 @@ def release_orphans(con: duckdb.DuckDBPyConnection, *, run_id: str) -> int:
         )
         con.execute(
             "update stage1_jobs set status = 'pending', owner = null, lease_until = null, "
-            "updated_at = $at where status = 'running' and owner <> $run_id",
+            "updated_at = $at where status = 'running' and owner <> $run_id "
+            "and owner not like 'batch:%'",
             {"run_id": run_id, "at": now()},
         )
     return int(orphans)

@@ -17,6 +17,8 @@ from memkiln.errors import ConfigError
 #: Provider whose prices a model name is looked up under first (the openai backend speaks
 #: its API); other providers are tried after it.
 DEFAULT_PROVIDER = "openai"
+#: What the Batch API costs, as a share of the synchronous price.
+BATCH_DISCOUNT = 0.5
 #: Backends that call no paid model.
 FREE_BACKENDS = ("heuristic",)
 
@@ -58,10 +60,12 @@ class PriceBook:
         """USD for a request's tokens; None when the model's price is unknown."""
         if backend in FREE_BACKENDS:
             return 0.0
+        share = BATCH_DISCOUNT if backend == "openai-batch" else 1.0
         if model in self.overrides:
             per_in, per_out = self.overrides[model]
-            return (tokens_in * per_in + tokens_out * per_out) / 1_000_000
-        return _package_cost(model, max(tokens_in, 0), max(tokens_out, 0))
+            return share * (tokens_in * per_in + tokens_out * per_out) / 1_000_000
+        cost = _package_cost(model, max(tokens_in, 0), max(tokens_out, 0))
+        return None if cost is None else share * cost
 
 
 def check_budget_prices(book: PriceBook, *, backend: str, model: str, budget: float | None) -> None:
