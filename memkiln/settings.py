@@ -16,6 +16,7 @@ import json
 import os
 import tomllib
 from dataclasses import dataclass
+from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -84,17 +85,23 @@ class Options(BaseModel):
         6, ge=0, description="A session updated more recently than this may still be running."
     )
     max_rollouts_per_run: int = Field(1000, gt=0, description="Extractions per run at most.")
-    scan_limit: int = Field(5000, gt=0, description="Most recent sessions considered per run.")
+    scan_limit: int = Field(
+        5000,
+        gt=0,
+        description="Unused, kept so existing config files stay valid: every session is now "
+        "decided each run (see max_rollouts_per_run).",
+    )
     backfill: bool = Field(False, description="Ignore the age limit (a backfill over history).")
     retry_budget: int = Field(3, ge=1, description="Attempts per version of a session.")
     retry_delay_hours: float = Field(1, ge=0, description="Wait after a failure before retrying.")
     lease_seconds: int = Field(3600, gt=0, description="How long a running job is held.")
 
     # Phase 1: the model
-    backend: Literal["heuristic", "openai"] = Field(
+    backend: Literal["heuristic", "openai", "openai-batch"] = Field(
         "heuristic",
-        description="heuristic (offline, rule-based) or openai (any OpenAI-compatible API, "
-        "key from OPENAI_API_KEY).",
+        description="heuristic (offline, rule-based), openai (any OpenAI-compatible API, "
+        "key from OPENAI_API_KEY) or openai-batch (OpenAI's Batch API: half price, answers "
+        "applied by a later run).",
     )
     model: str = Field("gpt-5-mini", description="Model name sent to the openai backend.")
     base_url: str | None = Field(
@@ -122,14 +129,28 @@ class Options(BaseModel):
     max_memories_per_project: int = Field(
         256, gt=0, description="Stage-one memories consolidated per project at most."
     )
+
+    # Backfill, estimates and spending
+    since: date | None = Field(
+        None, description="Backfill: only sessions active on or after this date (YYYY-MM-DD)."
+    )
+    until: date | None = Field(
+        None, description="Backfill: only sessions started on or before this date (YYYY-MM-DD)."
+    )
+    dry_run: bool = Field(
+        False,
+        description="Call no model: count the sessions to do and estimate their tokens and cost.",
+    )
+    budget_usd: float | None = Field(
+        None,
+        gt=0,
+        description="Stop sending new requests once the spend so far plus the requests in flight "
+        "would pass this many USD (phase 1 and 2 together); the next run goes on.",
+    )
     prices: dict[str, tuple[float, float]] = Field(
-        default_factory=lambda: {
-            "gpt-5-mini": (0.25, 2.0),
-            "gpt-5": (1.25, 10.0),
-            "gpt-5-nano": (0.05, 0.4),
-            "gpt-4.1-mini": (0.4, 1.6),
-        },
-        description="USD per million (input, output) tokens, by model name.",
+        default_factory=dict,
+        description="USD per million (input, output) tokens by model name, overriding or adding "
+        'to the prices of the genai-prices package, e.g. {"my-model": [0.2, 0.8]}.',
     )
 
     @field_validator("sources", mode="before")
@@ -299,7 +320,7 @@ def openai_api_key(settings: Options) -> str:
 
 def check_backend(settings: Options) -> None:
     """Fail before any work starts when the chosen backend cannot be used."""
-    if settings.backend == "openai":
+    if settings.backend in ("openai", "openai-batch"):
         openai_api_key(settings)
 
 

@@ -589,6 +589,17 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         arrived = time.monotonic()
+        batch = fake._batch_api(
+            self.command, urlsplit(self.path).path, raw, self.headers.get("Content-Type") or ""
+        )
+        if batch is not None:  # the Batch API's files and batches: answered at once
+            status, data, kind = batch
+            with fake._lock:
+                fake.requests.append(
+                    {"method": self.command, "path": self.path, "body": None, "headers": {}}
+                )
+            self._send(status, data, {}, content_type=kind)
+            return
         body: Any = None
         bad_json = False
         if raw:
@@ -632,11 +643,18 @@ class _Handler(BaseHTTPRequestHandler):
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
             self.connection.close()
 
-    def _send(self, status: int, data: bytes, headers: dict[str, str]) -> None:
-        """Write one JSON response; a client that went away is not an error."""
+    def _send(
+        self,
+        status: int,
+        data: bytes,
+        headers: dict[str, str],
+        *,
+        content_type: str = "application/json",
+    ) -> None:
+        """Write one response; a client that went away is not an error."""
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             self.send_header("x-request-id", f"req_{uuid.uuid4().hex}")
             for name, value in headers.items():
@@ -646,6 +664,29 @@ class _Handler(BaseHTTPRequestHandler):
             self.wfile.flush()
         except (*_DISCONNECTS, OSError):
             self.close_connection = True
+
+
+def _multipart(raw: bytes, content_type: str) -> dict[str, bytes]:
+    """The fields of a multipart/form-data body (a file upload), by name."""
+    import email.parser
+    import email.policy
+
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(
+        f"Content-Type: {content_type}\r\n\r\n".encode() + raw
+    )
+    fields: dict[str, bytes] = {}
+    for part in message.iter_parts():  # type: ignore[attr-defined]
+        name = part.get_param("name", header="content-disposition")
+        if name:
+            fields[str(name)] = part.get_payload(decode=True) or b""
+    return fields
+
+
+def _file_object(file_id: str, data: bytes, purpose: str) -> dict[str, Any]:
+    return {
+        "id": file_id, "object": "file", "bytes": len(data), "created_at": int(time.time()),
+        "filename": "input.jsonl", "purpose": purpose, "status": "processed",
+    }  # fmt: skip
 
 
 def _format_seconds(value: float) -> str:
@@ -679,6 +720,16 @@ class FakeOpenAI:
         self.log_path = Path(log_path) if log_path is not None else None
         self.requests: list[dict[str, Any]] = []
         self.errors: list[BaseException] = []
+        #: when set, a tokenizer: the usage of every answer counts the request's messages
+        #: with it (3 tokens per message and 3 to prime the reply, as OpenAI counts chat
+        #: requests) instead of characters / 4, and ``input_tokens_received`` adds them up
+        self.token_counter: Callable[[str], int] | None = None
+        self.input_tokens_received = 0
+        #: the Batch API: uploaded files, batches, and how many retrievals of a new batch
+        #: answer ``in_progress`` before it completes (its lines answered as requests are)
+        self.files: dict[str, bytes] = {}
+        self.batches: dict[str, dict[str, Any]] = {}
+        self.batch_polls_in_progress = 0
         self._lock = threading.Lock()
         self._log_lock = threading.Lock()
         self._queue: deque[Reply] = deque()
@@ -739,6 +790,7 @@ class FakeOpenAI:
             self.default = Reply()
             self.latency = 0.0
             self._max_in_flight = self._in_flight
+            self.input_tokens_received = 0
 
     def client(
         self, *, timeout: float = 10.0, max_retries: int = 0, **kwargs: Any
@@ -882,9 +934,123 @@ class FakeOpenAI:
             content = reply.content or "I'm sorry, but I can't help with that request."
         else:
             content = render_content(reply, body)
+        payload = (_chat_completion if is_chat else _response)(body, content, reply.kind)
+        if self.token_counter is not None:
+            self._count_usage(body, content, payload, is_chat=is_chat)
+        return 200, payload, {}, hold
+
+    def _batch_api(
+        self, method: str, path: str, raw: bytes, content_type: str
+    ) -> tuple[int, bytes, str] | None:
+        """``/v1/files`` and ``/v1/batches``: None for any other path."""
+        parts = [p for p in path.split("/") if p and p != "v1"]
+        if not parts or parts[0] not in ("files", "batches"):
+            return None
+
+        def ok(obj: dict[str, Any]) -> tuple[int, bytes, str]:
+            return 200, json.dumps(obj).encode(), "application/json"
+
+        def missing() -> tuple[int, bytes, str]:
+            return 404, json.dumps(_error_body(404, f"No such object: {path}")).encode(), "json"
+
+        if parts == ["files"] and method == "POST":
+            fields = _multipart(raw, content_type)
+            file_id = f"file-{uuid.uuid4().hex[:24]}"
+            with self._lock:
+                self.files[file_id] = fields.get("file", b"")
+            return ok(_file_object(file_id, self.files[file_id], "batch"))
+        if len(parts) == 3 and parts[0] == "files" and parts[2] == "content":
+            data = self.files.get(parts[1])
+            return missing() if data is None else (200, data, "application/octet-stream")
+        if parts == ["batches"] and method == "POST":
+            request = json.loads(raw or b"{}")
+            batch_id = f"batch_{uuid.uuid4().hex[:24]}"
+            batch = {
+                "id": batch_id, "object": "batch", "endpoint": request.get("endpoint"),
+                "input_file_id": request.get("input_file_id"), "errors": None,
+                "completion_window": request.get("completion_window", "24h"),
+                "status": "validating", "output_file_id": None, "error_file_id": None,
+                "created_at": int(time.time()), "metadata": request.get("metadata"),
+                "request_counts": {"total": 0, "completed": 0, "failed": 0}, "polls": 0,
+            }  # fmt: skip
+            with self._lock:
+                self.batches[batch_id] = batch
+            return ok({k: v for k, v in batch.items() if k != "polls"})
+        if parts == ["batches"] and method == "GET":
+            with self._lock:
+                listed = [
+                    {k: v for k, v in b.items() if k != "polls"} for b in self.batches.values()
+                ]
+            return ok({"object": "list", "data": listed, "has_more": False})
+        if len(parts) == 2 and parts[0] == "batches" and method == "GET":
+            batch = self.batches.get(parts[1])
+            if batch is None:
+                return missing()
+            batch["polls"] += 1
+            if batch["status"] in ("validating", "in_progress"):
+                if batch["polls"] > self.batch_polls_in_progress:
+                    self._complete(batch)
+                else:
+                    batch["status"] = "in_progress"
+            return ok({k: v for k, v in batch.items() if k != "polls"})
+        return missing()
+
+    def _complete(self, batch: dict[str, Any]) -> None:
+        """Answer every line of a batch's input file (as requests are answered: route,
+        script, default); failures go to its error file."""
+        done: list[str] = []
+        failed: list[str] = []
+        for line in self.files.get(batch["input_file_id"], b"").decode().splitlines():
+            if not line.strip():
+                continue
+            item = json.loads(line)
+            body = item["body"]
+            reply = self._choose(body)
+            if reply.kind == "status":
+                message = f"Fake error {reply.status} (scripted)."
+                response = {"status_code": reply.status, "body": _error_body(reply.status, message)}
+                failed.append(json.dumps({"id": f"req_{uuid.uuid4().hex[:12]}",
+                                          "custom_id": item["custom_id"], "response": response,
+                                          "error": None}))  # fmt: skip
+                continue
+            content = render_content(reply, body)
+            payload = _chat_completion(body, content, reply.kind)
+            if self.token_counter is not None:
+                self._count_usage(body, content, payload, is_chat=True)
+            response = {"status_code": 200, "request_id": uuid.uuid4().hex, "body": payload}
+            done.append(json.dumps({"id": f"req_{uuid.uuid4().hex[:12]}",
+                                    "custom_id": item["custom_id"], "response": response,
+                                    "error": None}))  # fmt: skip
+        for name, lines in (("output_file_id", done), ("error_file_id", failed)):
+            if lines:
+                file_id = f"file-{uuid.uuid4().hex[:24]}"
+                with self._lock:
+                    self.files[file_id] = ("\n".join(lines) + "\n").encode()
+                batch[name] = file_id
+        batch["status"] = "completed"
+        batch["request_counts"] = {
+            "total": len(done) + len(failed), "completed": len(done), "failed": len(failed),
+        }  # fmt: skip
+
+    def _count_usage(
+        self, body: dict[str, Any], content: str, payload: dict[str, Any], *, is_chat: bool
+    ) -> None:
+        """Usage counted with ``token_counter`` (see its attribute)."""
+        count = self.token_counter
+        assert count is not None
+        texts = [_text_of(m.get("content")) for m in _messages(body)]
+        if isinstance(body.get("instructions"), str):
+            texts.append(body["instructions"])
+        prompt = sum(count(text) + 3 for text in texts) + 3
+        completion = count(content)
+        with self._lock:
+            self.input_tokens_received += prompt
+        usage = payload["usage"]
         if is_chat:
-            return 200, _chat_completion(body, content, reply.kind), {}, hold
-        return 200, _response(body, content, reply.kind), {}, hold
+            usage.update(prompt_tokens=prompt, completion_tokens=completion)
+        else:
+            usage.update(input_tokens=prompt, output_tokens=completion)
+        usage["total_tokens"] = prompt + completion
 
 
 # --------------------------------------------------------------------------- pytest fixtures

@@ -66,6 +66,10 @@ CLI_OPTIONS: dict[str, tuple[str, str]] = {
     "sources": ("sources", "--sources"),
     "timeout": ("request_timeout_s", "--timeout"),
     "max_retries": ("max_retries", "--max-retries"),
+    "since": ("since", "--since"),
+    "until": ("until", "--until"),
+    "dry_run": ("dry_run", "--dry-run/--no-dry-run"),
+    "budget_usd": ("budget_usd", "--budget-usd"),
 }
 CONVERT: dict[str, Callable[[Any], Any]] = {"batch_mb": lambda mb: mb * MIB}
 
@@ -114,6 +118,16 @@ LimitOpt = Annotated[int | None, _option("max_rollouts", "--max-rollouts")]
 SourcesOpt = Annotated[str | None, _option("sources", "--sources")]
 TimeoutOpt = Annotated[float | None, _option("timeout", "--timeout")]
 RetriesOpt = Annotated[int | None, _option("max_retries", "--max-retries")]
+SinceOpt = Annotated[str | None, _option("since", "--since")]
+UntilOpt = Annotated[str | None, _option("until", "--until")]
+DryRunOpt = Annotated[bool | None, _option("dry_run", "--dry-run/--no-dry-run")]
+BudgetOpt = Annotated[float | None, _option("budget_usd", "--budget-usd")]
+JsonOpt = Annotated[
+    bool,
+    typer.Option(
+        "--json", help="Print one JSON object (with --dry-run: the estimate) instead of tables."
+    ),
+]
 ConfigOpt = Annotated[
     Path | None,
     typer.Option(
@@ -275,6 +289,9 @@ def extract(
     sources: SourcesOpt = None,
     timeout: TimeoutOpt = None,
     max_retries: RetriesOpt = None,
+    dry_run: DryRunOpt = None,
+    budget_usd: BudgetOpt = None,
+    as_json: JsonOpt = False,
     progress: ProgressOpt = None,
     prefect: PrefectOpt = None,
     config: ConfigOpt = None,
@@ -300,6 +317,10 @@ def extract(
         return extract_store(settings, reporter=Reporter(enabled=settings.progress))
 
     summary = _hold(settings, create=False, work=work)
+    if _print_estimate(summary.estimate, as_json=as_json, run_id=summary.run_id):
+        return EXIT_OK
+    if as_json:
+        return _print_counters(summary, run_exit_code(extract=summary))
     _print([extract_section(summary)], notes(extract=summary), f"run {summary.run_id[:12]}")
     return run_exit_code(extract=summary)
 
@@ -323,6 +344,9 @@ def run(
     sources: SourcesOpt = None,
     timeout: TimeoutOpt = None,
     max_retries: RetriesOpt = None,
+    dry_run: DryRunOpt = None,
+    budget_usd: BudgetOpt = None,
+    as_json: JsonOpt = False,
     progress: ProgressOpt = None,
     prefect: PrefectOpt = None,
     config: ConfigOpt = None,
@@ -354,6 +378,11 @@ def run(
         return run_job(settings)
 
     summary = _hold(settings, create=True, work=work)
+    if _print_estimate(summary.estimate, as_json=as_json, run_id=summary.run_id):
+        return EXIT_OK
+    if as_json:
+        code = run_exit_code(extract=summary.extract, consolidate=summary.consolidate)
+        return _print_counters(summary, code)
     sections = [
         ingest_section(summary.ingest),
         extract_section(summary.extract),
@@ -366,6 +395,103 @@ def run(
     )
     Console().print(f"memory files: {settings.out}/INDEX.md", highlight=False)
     return run_exit_code(extract=summary.extract, consolidate=summary.consolidate)
+
+
+@app.command()
+def backfill(
+    archive: ArchiveOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    db: DbOpt = None,
+    out: OutOpt = None,
+    batch_mb: BatchOpt = None,
+    backend: BackendOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api: ApiOpt = None,
+    concurrency: ConcurrencyOpt = None,
+    context_window: WindowOpt = None,
+    min_idle_hours: IdleOpt = None,
+    max_rollouts: LimitOpt = None,
+    sources: SourcesOpt = None,
+    timeout: TimeoutOpt = None,
+    max_retries: RetriesOpt = None,
+    dry_run: DryRunOpt = None,
+    budget_usd: BudgetOpt = None,
+    as_json: JsonOpt = False,
+    progress: ProgressOpt = None,
+    prefect: PrefectOpt = None,
+    config: ConfigOpt = None,
+) -> int:
+    """Backfill years of history: ingest, extract every eligible session whose dates fall in
+    --since..--until (no age window) in batches of --max-rollouts, then consolidate.
+
+    Interrupt it anywhere and run it again: it goes on without redoing finished sessions.
+    --dry-run calls no model and estimates tokens and cost; --budget-usd caps the spend.
+    """
+    from memkiln.flows.records import (
+        consolidate_section,
+        extract_section,
+        ingest_section,
+        notes,
+        run_exit_code,
+    )
+
+    settings = _settings(locals(), config)
+    _check_archive(settings)
+    check_backend(settings)
+    _check_out(settings.out)
+
+    def work():  # type: ignore[no-untyped-def]
+        if settings.prefect:
+            from memkiln.flows.backfill import backfill_flow
+
+            return backfill_flow(_options(settings))
+        from memkiln.flows.backfill import backfill_job
+
+        return backfill_job(settings)
+
+    summary = _hold(settings, create=True, work=work)
+    if _print_estimate(summary.estimate, as_json=as_json, run_id=summary.run_id):
+        return EXIT_OK
+    extracted = summary.extract
+    if as_json:
+        code = run_exit_code(extract=extracted, consolidate=summary.consolidate)
+        return _print_counters(summary, code)
+    sections = [
+        ingest_section(summary.ingest),
+        extract_section(extracted),
+        consolidate_section(summary.consolidate),
+    ]
+    caption = f"run {summary.run_id[:12]}, {len(summary.batches)} extraction batch(es)"
+    _print(sections, notes(extract=extracted, consolidate=summary.consolidate), caption)
+    Console().print(f"memory files: {settings.out}/INDEX.md", highlight=False)
+    return run_exit_code(extract=extracted, consolidate=summary.consolidate)
+
+
+def _print_counters(summary: Any, code: int) -> int:
+    """A run's counters (as in ``runs``) and why it stopped early, as one JSON object."""
+    extract = getattr(summary, "extract", summary)
+    out = summary.counters() | {
+        "run_id": summary.run_id,
+        "stopped": extract.stopped,
+        "budget_reached": extract.budget_reached,
+    }
+    sys.stdout.write(json.dumps(out) + "\n")
+    return code
+
+
+def _print_estimate(estimate: Any, *, as_json: bool, run_id: str) -> bool:
+    """Print a dry run's estimate (a table, or one JSON object); False when not a dry run."""
+    if estimate is None:
+        return False
+    if as_json:
+        sys.stdout.write(json.dumps(estimate.as_json() | {"run_id": run_id}) + "\n")
+    else:
+        from memkiln.transforms.estimate import estimate_section
+
+        _print([estimate_section(estimate)], caption=f"run {run_id[:12]}")
+    return True
 
 
 @app.command()
@@ -502,6 +628,10 @@ def show_config(
     sources: SourcesOpt = None,
     timeout: TimeoutOpt = None,
     max_retries: RetriesOpt = None,
+    since: SinceOpt = None,
+    until: UntilOpt = None,
+    dry_run: DryRunOpt = None,
+    budget_usd: BudgetOpt = None,
     progress: ProgressOpt = None,
     prefect: PrefectOpt = None,
     config: ConfigOpt = None,

@@ -25,13 +25,20 @@ from memkiln.io.consolidator import ProjectOutcome, consolidate_project, write_f
 from memkiln.io.jobs import store_write_error
 from memkiln.io.lock import hold_store
 from memkiln.io.memory_files import OutputRoot, UnsafePathError
+from memkiln.io.prices import PriceBook, check_budget_prices
 from memkiln.io.store import fetch_pl, now, open_store, recorded_run, sql
+from memkiln.io.usage import past_output_mean, record_usage
 from memkiln.settings import Options, Settings
 from memkiln.transforms.consolidate import (
     KEY_SHOWN_CHARS,
     render_index,
     select_memories,
     with_stems,
+)
+from memkiln.transforms.estimate import (
+    CONSOLIDATION_MAX_OUTPUT,
+    DEFAULT_CONSOLIDATION_OUTPUT_TOKENS,
+    expected_output_tokens,
 )
 from memkiln.transforms.names import project_dirname
 from memkiln.transforms.redact import load_rules
@@ -52,33 +59,60 @@ class ConsolidateSummary:
     #: projects whose files could not be written (the index counts as one when it failed);
     #: the others were still written
     projects_failed: int = 0
+    #: model requests of phase 2, their tokens and cost (cost of known prices only)
+    requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float = 0.0
+    price_known: bool = True
+    #: why projects were left for the next run (the budget), if any were
+    stopped: str | None = None
 
-    def counters(self) -> dict[str, float]:
+    def counters(self) -> dict[str, float | None]:
         """The ``runs`` table's counters of this run."""
         statuses = list(self.projects.values())
         return {
             "projects": len(statuses),
             "projects_written": statuses.count("succeeded"),
-            "projects_skipped": statuses.count("skipped"),
+            "projects_skipped": statuses.count("skipped") + statuses.count("deferred"),
             "projects_failed": self.projects_failed,
             "files_written": self.written,
             "files_removed": self.removed,
+            "model_requests": self.requests,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": self.cost_usd if self.price_known else None,
         }
 
 
 def consolidate_store(
-    settings: Settings, *, project: str | None = None, reporter: Reporter | None = None
+    settings: Settings,
+    *,
+    project: str | None = None,
+    reporter: Reporter | None = None,
+    spent_before: float = 0.0,
 ) -> ConsolidateSummary:
-    """Run phase 2 over the store (no Prefect; the flow below wraps this)."""
+    """Run phase 2 over the store (no Prefect; the flow below wraps this). ``spent_before``
+    is what earlier phases of the same invocation spent, counted against ``budget_usd``."""
     reporter = reporter or Reporter(enabled=False)
     rules = load_rules()
     root = OutputRoot(settings.out)
-    backend = OpenAIBackend(settings, rules=rules) if settings.backend == "openai" else None
+    synchronous = settings.backend in ("openai", "openai-batch")  # phase 2 is synchronous
+    if synchronous:
+        check_budget_prices(
+            PriceBook(settings.prices),
+            backend="openai",
+            model=settings.model,
+            budget=settings.budget_usd,
+        )
+    backend = OpenAIBackend(settings, rules=rules) if synchronous else None
     con = open_store(settings.db)
     summary = ConsolidateSummary()
     try:
         with recorded_run(con, command="consolidate", counts=summary.counters) as summary.run_id:
-            asyncio.run(_consolidate(con, root, settings, backend, project, summary, reporter))
+            asyncio.run(
+                _consolidate(con, root, settings, backend, project, summary, reporter, spent_before)
+            )
     except duckdb.Error as exc:  # the store cannot be written (a full disk, a lost mount)
         raise store_write_error(settings.db, exc) from exc
     finally:
@@ -94,6 +128,7 @@ async def _consolidate(
     only: str | None,
     summary: ConsolidateSummary,
     reporter: Reporter,
+    spent_before: float = 0.0,
 ) -> None:
     rules = load_rules()
     # 1. leftovers of a killed run
@@ -117,6 +152,25 @@ async def _consolidate(
             return
     backend_name = "openai" if backend else "heuristic"
     model = backend.model if backend else "heuristic-v1"
+    affordable = None
+    if backend is not None and settings.budget_usd is not None:
+        budget = settings.budget_usd
+        past = past_output_mean(con, phase="consolidate", model=model)
+        out_each = expected_output_tokens(
+            past, default=DEFAULT_CONSOLIDATION_OUTPUT_TOKENS, limit=CONSOLIDATION_MAX_OUTPUT
+        )
+
+        def affordable(tokens_in: int) -> bool:
+            cost = backend.cost(tokens_in, out_each) or 0.0
+            spent = spent_before + summary.cost_usd
+            if spent + cost <= budget:
+                return True
+            summary.stopped = (
+                f"budget of ${budget:,.2f} reached: ${spent:,.4f} spent so far, the next "
+                f"project ~${cost:,.4f}; the projects left are consolidated by the next run"
+            )
+            return False
+
     # 3. per project
     with reporter.task("consolidate", total=len(keys)) as advance:
         for key in keys:
@@ -134,6 +188,7 @@ async def _consolidate(
                     model=model,
                     context_window=settings.context_window,
                     rules=rules,
+                    affordable=_refuse if summary.stopped else affordable,
                 )
             except (OSError, UnsafePathError) as exc:  # this project only; the others go on
                 reason, detail = write_failure(exc, rules=rules)
@@ -142,6 +197,15 @@ async def _consolidate(
                 )
             _record(con, outcome, backend_name, model, prev)
             summary.projects[key] = outcome.status
+            summary.requests += outcome.requests
+            summary.input_tokens += outcome.input_tokens
+            summary.output_tokens += outcome.output_tokens
+            if outcome.requests and backend is not None:
+                cost = backend.cost(outcome.input_tokens, outcome.output_tokens)
+                if cost is None:
+                    summary.price_known = False
+                else:
+                    summary.cost_usd += cost
             summary.written += len(outcome.written)
             summary.removed += len(outcome.removed)
             if outcome.status == "failed":
@@ -175,8 +239,26 @@ async def _consolidate(
         root.write("INDEX.md", render_index(index))
     except (OSError, UnsafePathError) as exc:
         _fail(summary, "INDEX.md", *write_failure(exc, rules=rules))
+    if summary.requests:
+        record_usage(
+            con,
+            run_id=summary.run_id,
+            kind="actual",
+            phase="consolidate",
+            backend=backend_name,
+            model=model,
+            requests=summary.requests,
+            input_tokens=summary.input_tokens,
+            output_tokens=summary.output_tokens,
+            cost_usd=summary.cost_usd if summary.price_known else None,
+        )
     if backend is not None:
         await backend.aclose()
+
+
+def _refuse(tokens_in: int) -> bool:
+    """Once the budget is reached, no project calls the model any more in this run."""
+    return False
 
 
 def _fail(summary: ConsolidateSummary, key: str, reason: str | None, detail: str | None) -> None:
@@ -197,8 +279,9 @@ def _record(
     model: str,
     prev: dict[str, object],
 ) -> None:
-    """Store a project's consolidation outcome (a skipped project keeps its record)."""
-    if outcome.status == "skipped":
+    """Store a project's consolidation outcome (a skipped project keeps its record, and so
+    does one deferred by the budget: the next run sees its inputs changed)."""
+    if outcome.status in ("skipped", "deferred"):
         return
     succeeded = outcome.status in ("succeeded", "empty")
     con.execute(
@@ -234,13 +317,18 @@ def _record(
     cache_policy=NO_CACHE,
 )
 def consolidate_task(
-    options: Options, project: str | None = None, parent_run_id: str | None = None
+    options: Options,
+    project: str | None = None,
+    parent_run_id: str | None = None,
+    spent_before: float = 0.0,
 ) -> ConsolidateSummary:
     """Write the memory files of every project whose memories changed."""
     with phase_of(parent_run_id):
         settings = Settings.from_options(options)
         reporter = Reporter(enabled=options.progress)
-        return consolidate_store(settings, project=project, reporter=reporter)
+        return consolidate_store(
+            settings, project=project, reporter=reporter, spent_before=spent_before
+        )
 
 
 @flow(name="memkiln-consolidate")

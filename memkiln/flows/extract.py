@@ -14,7 +14,8 @@ import hashlib
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
+from datetime import time as datetime_time
 from typing import Any
 
 import duckdb
@@ -26,7 +27,9 @@ from memkiln.constants import FLUSH_OUTCOMES, FLUSH_SECONDS, PREPARE_CHUNK
 from memkiln.flows.ephemeral import stoppable
 from memkiln.flows.progress import Reporter
 from memkiln.flows.records import extract_section, notes, phase_of, publish
-from memkiln.io.backends import Backend, Request, make_backend
+from memkiln.io.backends import HEURISTIC_MODEL, Backend, Request, make_backend
+from memkiln.io.batch import Item as BatchItem
+from memkiln.io.batch import OpenAIBatchBackend, mark_applied, open_owners, poll, submit
 from memkiln.io.jobs import (
     RETRY_NOW_REASONS,
     Finished,
@@ -34,6 +37,7 @@ from memkiln.io.jobs import (
     claim_many,
     finish_many,
     load_selection_inputs,
+    record_decisions,
     release_orphans,
     release_unsent,
     reusable_outputs,
@@ -41,15 +45,24 @@ from memkiln.io.jobs import (
     uncharge,
 )
 from memkiln.io.lock import hold_store
+from memkiln.io.prices import PriceBook, check_budget_prices
 from memkiln.io.store import cursor as store_cursor
 from memkiln.io.store import fetch_pl, now, open_store, recorded_run
+from memkiln.io.usage import past_output_mean, record_estimate, record_usage
 from memkiln.settings import Options, Settings
+from memkiln.transforms.estimate import (
+    DEFAULT_STAGE_ONE_OUTPUT_TOKENS,
+    Estimate,
+    expected_output_tokens,
+    request_input_tokens,
+)
 from memkiln.transforms.filtering import filter_memory_items
 from memkiln.transforms.heuristic import RolloutFacts
 from memkiln.transforms.prompts import STAGE_ONE_PROMPT_VERSION, build_stage_one_input
 from memkiln.transforms.redact import RuleSet, load_rules, redact_expr, redact_text
 from memkiln.transforms.render import contents_by_rollout
 from memkiln.transforms.selection import (
+    NOT_ELIGIBLE,
     SelectionPolicy,
     run_wide_failure_limit,
     select_candidates,
@@ -71,6 +84,17 @@ class ExtractSummary:
     output_tokens: int = 0
     cost_usd: float = 0.0
     stopped: str | None = None  # why the run stopped before sending every session
+    #: the run stopped because the next request would have passed the budget
+    budget_reached: bool = False
+    #: false when a request's model has no known price (its cost is not in cost_usd)
+    price_known: bool = True
+    #: sessions selected to extract this run
+    taken: int = 0
+    #: a dry run's counts and estimate (no model was called)
+    estimate: Estimate | None = None
+    #: openai-batch: requests sent in this run's batch, and batches still running
+    batched: int = 0
+    batches_open: int = 0
     #: sessions whose attempt in this run failed (every reason); the CLI exits 1 when > 0
     sessions_failed: int = 0
 
@@ -86,7 +110,7 @@ class ExtractSummary:
             "model_requests": self.requests,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
-            "cost_usd": self.cost_usd,
+            "cost_usd": self.cost_usd if self.price_known else None,
         }
 
 
@@ -96,10 +120,18 @@ def policy_from(settings: Settings) -> SelectionPolicy:
         max_rollout_age_days=settings.max_rollout_age_days,
         min_rollout_idle_hours=settings.min_rollout_idle_hours,
         max_rollouts_per_run=settings.max_rollouts_per_run,
-        scan_limit=settings.scan_limit,
         retry_budget=settings.retry_budget,
         backfill=settings.backfill,
+        since=day_start(settings.since),
+        until=day_start(settings.until, days_after=1),
     )
+
+
+def day_start(day: date | None, *, days_after: int = 0) -> datetime | None:
+    """Midnight UTC of ``day`` (plus ``days_after`` days): ``until`` includes its own day."""
+    if day is None:
+        return None
+    return datetime.combine(day, datetime_time(0), tzinfo=UTC) + timedelta(days=days_after)
 
 
 def build_requests(
@@ -167,21 +199,40 @@ def extract_store(
     *,
     reporter: Reporter | None = None,
     backend: Backend | None = None,
+    spent_before: float = 0.0,
 ) -> ExtractSummary:
-    """Run stage one over the store (no Prefect; the flow below wraps this)."""
+    """Run stage one over the store (no Prefect; the flow below wraps this).
+
+    ``spent_before`` is what earlier phases of the same invocation spent, counted against
+    ``budget_usd``.
+    """
     reporter = reporter or Reporter(enabled=False)
     rules = load_rules()
+    book = PriceBook(settings.prices)
+    name = settings.backend
+    model = HEURISTIC_MODEL if name == "heuristic" else settings.model
+    check_budget_prices(book, backend=name, model=model, budget=settings.budget_usd)
     backend = backend or make_backend(settings, rules=rules)
     con = open_store(settings.db)
     summary = ExtractSummary()
+    plan = Plan(policy_from(settings), book, spent_before)
     try:
         with recorded_run(con, command="extract", counts=summary.counters) as summary.run_id:
-            asyncio.run(_extract(con, settings, backend, rules, summary, reporter))
+            asyncio.run(_extract(con, settings, backend, rules, summary, reporter, plan))
     except duckdb.Error as exc:  # the store cannot be written (a full disk, a lost mount)
         raise store_write_error(settings.db, exc) from exc
     finally:
         con.close()
     return summary
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a run selects and what it may spend."""
+
+    policy: SelectionPolicy
+    prices: PriceBook
+    spent_before: float = 0.0
 
 
 async def _extract(
@@ -191,23 +242,60 @@ async def _extract(
     rules: RuleSet,
     summary: ExtractSummary,
     reporter: Reporter,
+    plan: Plan,
 ) -> None:
     # 1. jobs left running by a dead run go back to pending
     summary.orphans_taken_over = release_orphans(con, run_id=summary.run_id)
-    # 2. select
+    batches = isinstance(backend, OpenAIBatchBackend)
+    if batches and not settings.dry_run:  # answers of earlier batches first
+        await asyncio.to_thread(_apply_batches, con, backend, settings, rules, summary)
+    # 2. select (the jobs of open batches are held by them)
     rollouts, jobs = load_selection_inputs(con)
     decided = select_candidates(
         rollouts.lazy(),
         jobs.lazy(),
         now=now(),
-        policy=policy_from(settings),
-        live_owners=(summary.run_id,),
+        policy=plan.policy,
+        live_owners=(summary.run_id, *open_owners(con)),
         producer=(backend.name, backend.model, STAGE_ONE_PROMPT_VERSION),
     ).collect()
     summary.considered = decided.height
     summary.decisions = dict(Counter(decided["decision"].to_list()))
+    await asyncio.to_thread(_record_decisions, con, decided, summary.run_id)
     todo = decided.filter(pl.col("decision") == "take").select("rollout_id", "updated_at")
+    summary.taken = todo.height
     reusable = reusable_outputs(con, prompt_version=STAGE_ONE_PROMPT_VERSION, model=backend.model)
+    past = past_output_mean(con, phase="extract", model=backend.model)
+    out_each = expected_output_tokens(
+        past, default=DEFAULT_STAGE_ONE_OUTPUT_TOKENS, limit=settings.max_output_tokens
+    )
+    if settings.dry_run:  # count and estimate; no job is claimed, no model called
+        estimate = await asyncio.to_thread(
+            _estimate, con, decided, todo, settings, backend, rules, reusable, plan, out_each
+        )
+        with store_cursor(con) as cur:
+            record_estimate(cur, run_id=summary.run_id, estimate=estimate)
+        summary.estimate = estimate
+        await backend.aclose()
+        return
+    if batches:
+        await asyncio.to_thread(
+            _submit_batch, con, backend, todo, settings, rules, summary, plan, reusable, out_each
+        )
+        await backend.aclose()
+        _record_usage(con, summary, backend)
+        return
+    # the budget: what this invocation spent before this phase, what this run spent, and
+    # the estimated cost of each request in flight
+    budget = settings.budget_usd
+    spent = plan.spent_before
+    in_flight: dict[str, float] = {}
+
+    def request_cost(request: Request) -> float:
+        tokens_in = request_input_tokens(request.prompt)
+        cost = plan.prices.cost(backend.name, backend.model, tokens_in, out_each)
+        return cost or 0.0
+
     # 3. extract with bounded concurrency; outcomes are written in small batches
     outcomes: Counter[str] = Counter()
     buffer: list[Finished] = []
@@ -249,16 +337,22 @@ async def _extract(
             outcomes[r.outcome + (f":{r.reason}" if r.reason else "")] += 1
             summary.input_tokens += r.input_tokens
             summary.output_tokens += r.output_tokens
-            summary.cost_usd += r.cost_usd
+            if r.cost_usd is None:
+                summary.price_known = False
+            else:
+                summary.cost_usd += r.cost_usd
 
     async def run_one(request: Request, watermark: datetime, attempt: int, done: Any) -> None:
+        nonlocal spent
         try:
             result = await backend.extract(request)
         except Exception as exc:  # a backend bug must not stop the batch: record it, go on
             detail = redact_text(f"{type(exc).__name__}: {exc}"[:300], rules=rules)
             result = Outcome(request.rollout_id, "failed", reason="internal_error", detail=detail)
         finally:
+            in_flight.pop(request.rollout_id, None)
             slots.release()
+        spent += result.cost_usd or 0.0
         summary.requests += result.sent
         if result.sent and result.reason in RETRY_NOW_REASONS:
             streak.append(result.rollout_id)
@@ -319,6 +413,19 @@ async def _extract(
                 if summary.stopped:
                     slots.release()
                     break
+                if budget is not None:
+                    cost = request_cost(request)
+                    reserved = sum(in_flight.values())
+                    if spent + reserved + cost > budget:
+                        slots.release()
+                        summary.budget_reached = True
+                        summary.stopped = (
+                            f"budget of ${budget:,.2f} reached: ${spent:,.4f} spent so far, "
+                            f"${reserved:,.4f} estimated in flight, the next request "
+                            f"~${cost:,.4f}"
+                        )
+                        break
+                    in_flight[rid] = cost
                 running.append(
                     asyncio.create_task(run_one(request, watermarks[rid], attempts[rid], advance))
                 )
@@ -338,6 +445,187 @@ async def _extract(
         summary.stopped += f"; {left:,} sessions left pending for the next run"
     summary.outcomes = dict(outcomes)
     summary.sessions_failed = sum(n for k, n in outcomes.items() if k.startswith("failed"))
+    _record_usage(con, summary, backend)
+
+
+def _record_usage(
+    con: duckdb.DuckDBPyConnection, summary: ExtractSummary, backend: Backend
+) -> None:
+    """This run's requests, tokens and cost in ``model_usage`` (a batch's tokens are known
+    when the run that applies it records them)."""
+    if not (summary.requests or summary.input_tokens):
+        return
+    with store_cursor(con) as cur:
+        record_usage(
+            cur,
+            run_id=summary.run_id,
+            kind="actual",
+            phase="extract",
+            backend=backend.name,
+            model=backend.model,
+            requests=summary.requests,
+            input_tokens=summary.input_tokens,
+            output_tokens=summary.output_tokens,
+            cost_usd=summary.cost_usd if summary.price_known else None,
+        )
+
+
+def _estimate(
+    con: duckdb.DuckDBPyConnection,
+    decided: pl.DataFrame,
+    todo: pl.DataFrame,
+    settings: Settings,
+    backend: Backend,
+    rules: RuleSet,
+    reusable: set[tuple[str, str]],
+    plan: Plan,
+    out_each: int,
+) -> Estimate:
+    """A dry run: the sessions found, eligible, done and to do, and the requests the real run
+    would send, built and counted exactly as it builds them (reused outputs and requests over
+    the model's window are not sent)."""
+    counts = Counter(decided["decision"].to_list())
+    estimate = Estimate(
+        sessions_found=decided.height,
+        sessions_eligible=decided.height - sum(counts[r] for r in NOT_ELIGIBLE),
+        sessions_done=counts["up_to_date"],
+        sessions_to_do=todo.height,
+    )
+    requests = tokens_in = 0
+    if backend.name != "heuristic":  # the heuristic backend sends no request
+        with store_cursor(con) as cur:
+            for chunk in todo.iter_slices(PREPARE_CHUNK * 4):
+                for request in build_requests(cur, chunk, settings=settings, rules=rules):
+                    if (request.rollout_id, request.input_hash) in reusable:
+                        continue
+                    window = settings.context_window
+                    if window and request.prompt.tokens_needed(settings.max_output_tokens, window):
+                        continue
+                    requests += 1
+                    tokens_in += request_input_tokens(request.prompt)
+    tokens_out = requests * out_each
+    estimate.add(
+        "extract",
+        backend.name,
+        backend.model,
+        requests=requests,
+        input_tokens=tokens_in,
+        output_tokens=tokens_out,
+        cost=plan.prices.cost(backend.name, backend.model, tokens_in, tokens_out),
+    )
+    return estimate
+
+
+def _apply_batches(
+    con: duckdb.DuckDBPyConnection,
+    backend: OpenAIBatchBackend,
+    settings: Settings,
+    rules: RuleSet,
+    summary: ExtractSummary,
+) -> None:
+    """Record the outcomes of the batches that ended since the last run."""
+    with store_cursor(con) as cur:
+        finished, summary.batches_open = poll(cur, backend)
+        finish_many(
+            cur,
+            finished,
+            run_id=summary.run_id,
+            backend=backend.name,
+            model=backend.model,
+            prompt_version=STAGE_ONE_PROMPT_VERSION,
+            retry_delay=timedelta(hours=settings.retry_delay_hours),
+            rules=rules,
+        )
+        mark_applied(cur)
+    outcomes = Counter(summary.outcomes)
+    for f in finished:
+        r = f.result
+        outcomes[r.outcome + (f":{r.reason}" if r.reason else "")] += 1
+        summary.input_tokens += r.input_tokens
+        summary.output_tokens += r.output_tokens
+        if r.cost_usd is None:
+            summary.price_known = False
+        else:
+            summary.cost_usd += r.cost_usd
+    summary.outcomes = dict(outcomes)
+    summary.sessions_failed = sum(n for k, n in outcomes.items() if k.startswith("failed"))
+
+
+def _submit_batch(
+    con: duckdb.DuckDBPyConnection,
+    backend: OpenAIBatchBackend,
+    todo: pl.DataFrame,
+    settings: Settings,
+    rules: RuleSet,
+    summary: ExtractSummary,
+    plan: Plan,
+    reusable: set[tuple[str, str]],
+    out_each: int,
+) -> None:
+    """Send this run's sessions as one batch (within the budget); outputs that can be
+    reused and requests over the window are recorded at once."""
+    items: list[BatchItem] = []
+    now_done: list[Finished] = []
+    estimate = plan.spent_before + summary.cost_usd
+    with store_cursor(con) as cur:
+        for chunk in todo.iter_slices(PREPARE_CHUNK * 4):
+            if summary.budget_reached:
+                break
+            requests = build_requests(cur, chunk, settings=settings, rules=rules)
+            attempts = claim_many(
+                cur, chunk, run_id=summary.run_id, lease_seconds=settings.lease_seconds
+            )
+            watermarks = dict(chunk.iter_rows())
+            for request in requests:
+                rid = request.rollout_id
+                done = Finished(Outcome(rid, "reused", input_hash=request.input_hash),
+                                watermarks[rid], attempts[rid])  # fmt: skip
+                window = settings.context_window
+                needed = window and request.prompt.tokens_needed(settings.max_output_tokens, window)
+                if (rid, request.input_hash) in reusable:
+                    now_done.append(done)
+                    continue
+                if needed:
+                    failed = Outcome(rid, "failed", reason="context_overflow",
+                                     detail=f"{needed} tokens needed, window {window}",
+                                     input_hash=request.input_hash)  # fmt: skip
+                    now_done.append(Finished(failed, watermarks[rid], attempts[rid]))
+                    continue
+                tokens_in = request_input_tokens(request.prompt)
+                cost = plan.prices.cost(backend.name, backend.model, tokens_in, out_each) or 0.0
+                if settings.budget_usd is not None and estimate + cost > settings.budget_usd:
+                    summary.budget_reached = True
+                    summary.stopped = (
+                        f"budget of ${settings.budget_usd:,.2f} reached: the batch holds "
+                        f"{len(items):,} requests (~${estimate:,.4f} with the spend so far)"
+                    )
+                    break
+                estimate += cost
+                items.append(BatchItem(request, watermarks[rid], attempts[rid]))
+        if items:
+            submit(cur, backend, items, run_id=summary.run_id)
+        finish_many(
+            cur,
+            now_done,
+            run_id=summary.run_id,
+            backend=backend.name,
+            model=backend.model,
+            prompt_version=STAGE_ONE_PROMPT_VERSION,
+            retry_delay=timedelta(hours=settings.retry_delay_hours),
+            rules=rules,
+        )
+        release_unsent(cur, run_id=summary.run_id)
+    summary.requests += len(items)
+    summary.batched = len(items)
+    outcomes = Counter(summary.outcomes)
+    for f in now_done:
+        outcomes[f.result.outcome + (f":{f.result.reason}" if f.result.reason else "")] += 1
+    summary.outcomes = dict(outcomes)
+
+
+def _record_decisions(con: duckdb.DuckDBPyConnection, decided: pl.DataFrame, run_id: str) -> None:
+    with store_cursor(con) as cur:
+        record_decisions(cur, decided, run_id=run_id)
 
 
 def _release_unsent(con: duckdb.DuckDBPyConnection, run_id: str, streak: list[str]) -> int:
@@ -351,11 +639,14 @@ def _release_unsent(con: duckdb.DuckDBPyConnection, run_id: str, streak: list[st
     task_run_name="extract with {options.backend}",
     cache_policy=NO_CACHE,
 )
-def extract_task(options: Options, parent_run_id: str | None = None) -> ExtractSummary:
+def extract_task(
+    options: Options, parent_run_id: str | None = None, spent_before: float = 0.0
+) -> ExtractSummary:
     """Stage one over the eligible sessions whose output is not up to date."""
     with phase_of(parent_run_id):
         settings = Settings.from_options(options)
-        return extract_store(settings, reporter=Reporter(enabled=options.progress))
+        reporter = Reporter(enabled=options.progress)
+        return extract_store(settings, reporter=reporter, spent_before=spent_before)
 
 
 @flow(name="memkiln-extract")

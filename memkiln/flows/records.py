@@ -9,6 +9,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from memkiln.io.store import linked_runs
+from memkiln.transforms.estimate import format_cost
 from memkiln.transforms.report import Section, exit_code, markdown, number, plain_lines
 
 if TYPE_CHECKING:
@@ -43,10 +44,13 @@ def extract_section(s: ExtractSummary) -> Section:
     if s.orphans_taken_over:
         rows.append(("jobs taken over from a dead run", s.orphans_taken_over))
     rows.append(("model requests", s.requests))
+    if s.batched or s.batches_open:  # openai-batch
+        rows += [("  sent in a batch", s.batched), ("batches still running", s.batches_open)]
     rows += [(f"  {outcome}", n) for outcome, n in sorted(s.outcomes.items())]
     rows += [("tokens in", s.input_tokens), ("tokens out", s.output_tokens)]
-    rows.append(("cost (USD)", float(s.cost_usd)))
-    return ("memkiln extract", [(what, _fmt(v)) for what, v in rows])
+    cost = format_cost(s.cost_usd if s.price_known else None)
+    shown = [(what, _fmt(v)) for what, v in rows] + [("cost (USD)", cost)]
+    return ("memkiln extract", shown)
 
 
 def consolidate_section(s: ConsolidateSummary) -> Section:
@@ -56,7 +60,15 @@ def consolidate_section(s: ConsolidateSummary) -> Section:
     rows: list[tuple[str, float]] = [("projects", len(s.projects))]
     rows += [(f"  {status}", n) for status, n in sorted(statuses.items())]
     rows += [("files written", s.written), ("files removed", s.removed)]
-    return ("memkiln consolidate", [(what, _fmt(v)) for what, v in rows])
+    shown = [(what, _fmt(v)) for what, v in rows]
+    if s.requests:
+        shown += [
+            ("model requests", _fmt(s.requests)),
+            ("tokens in", _fmt(s.input_tokens)),
+            ("tokens out", _fmt(s.output_tokens)),
+            ("cost (USD)", format_cost(s.cost_usd if s.price_known else None)),
+        ]
+    return ("memkiln consolidate", shown)
 
 
 def notes(
@@ -73,6 +85,8 @@ def notes(
         )
     if consolidate is not None:
         out += [f"project failed: {p}: {why}" for p, why in sorted(consolidate.failures.items())]
+        if consolidate.stopped:
+            out.append(f"consolidate stopped early: {consolidate.stopped}")
     return out
 
 

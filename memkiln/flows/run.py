@@ -30,9 +30,13 @@ from memkiln.flows.records import (
     notes,
     publish,
 )
+from memkiln.io.backends import HEURISTIC_MODEL
 from memkiln.io.lock import hold_store
-from memkiln.io.store import linked_runs, recorded_parent_run
+from memkiln.io.prices import PriceBook
+from memkiln.io.store import linked_runs, open_store, recorded_parent_run
+from memkiln.io.usage import consolidation_estimate, record_estimate
 from memkiln.settings import Options, Settings
+from memkiln.transforms.estimate import DEFAULT_STAGE_ONE_OUTPUT_TOKENS, Estimate
 
 
 @dataclass
@@ -42,9 +46,77 @@ class RunSummary:
     extract: ExtractSummary = field(default_factory=ExtractSummary)
     consolidate: ConsolidateSummary = field(default_factory=ConsolidateSummary)
 
-    def counters(self) -> dict[str, float]:
-        """Every phase's counters (they name different columns of ``runs``)."""
-        return self.ingest.counters() | self.extract.counters() | self.consolidate.counters()
+    #: a dry run's counts and estimate, both phases (no model was called)
+    estimate: Estimate | None = None
+
+    def counters(self) -> dict[str, float | None]:
+        """Every phase's counters; the model's requests, tokens and cost of both phases
+        are added up."""
+        return merge_counters(
+            self.ingest.counters(), self.extract.counters(), self.consolidate.counters()
+        )
+
+
+def merge_counters(*phases: dict[str, float | None]) -> dict[str, float | None]:
+    """Counters of several phases or batches as one run's: the model's requests, tokens and
+    cost are summed (a cost is unknown, None, when any part is), the rest taken from the
+    last phase that has them."""
+    merged: dict[str, float | None] = {}
+    for counters in phases:
+        for name, value in counters.items():
+            if name in SUMMED and name in merged:
+                before = merged[name]
+                merged[name] = None if before is None or value is None else before + value
+            else:
+                merged[name] = value
+    return merged
+
+
+#: Counters that add up over the phases of a run (the model's usage, sessions, files).
+SUMMED = frozenset(
+    (
+        "model_requests",
+        "input_tokens",
+        "output_tokens",
+        "cost_usd",
+        "sessions_considered",
+        "sessions_succeeded",
+        "sessions_no_output",
+        "sessions_failed",
+        "sessions_reused",
+    )
+)
+
+
+def spent(summary: ExtractSummary) -> float:
+    """What a phase spent, counted against the budget (unknown prices count nothing: a
+    budget is refused for a model without a price)."""
+    return summary.cost_usd
+
+
+def dry_run_estimate(settings: Settings, extract: ExtractSummary, *, run_id: str) -> Estimate:
+    """A dry run's estimate of both phases (phase 2: the projects that get new memories),
+    stored under ``run_id``."""
+    estimate = extract.estimate or Estimate()
+    model = HEURISTIC_MODEL if settings.backend == "heuristic" else settings.model
+    per_memory = DEFAULT_STAGE_ONE_OUTPUT_TOKENS
+    con = open_store(settings.db)
+    try:
+        consolidation_estimate(
+            con,
+            estimate,
+            backend=settings.backend,
+            model=model,
+            memory_tokens=per_memory,
+            max_memories=settings.max_memories_per_project,
+            context_window=settings.context_window,
+            prices=PriceBook(settings.prices),
+        )
+        # the extract run stored its own phase's usage rows
+        record_estimate(con, run_id=run_id, estimate=estimate, phases=("consolidate",))
+    finally:
+        con.close()
+    return estimate
 
 
 def _run_name() -> str:
@@ -70,7 +142,12 @@ def run_flow(options: Options) -> RunSummary:
         # 2.-4. the phases, each recorded as a run whose parent is this one
         summary.ingest = ingest_task(options, summary.run_id)
         summary.extract = extract_task(options, summary.run_id)
-        summary.consolidate = consolidate_task(options, None, summary.run_id)
+        if options.dry_run:  # no phase 2 files; its requests are estimated instead
+            settings = Settings.from_options(options)
+            summary.estimate = dry_run_estimate(settings, summary.extract, run_id=summary.run_id)
+        else:
+            used = spent(summary.extract)
+            summary.consolidate = consolidate_task(options, None, summary.run_id, used)
     # 5. publish
     sections = [
         ingest_section(summary.ingest),
@@ -99,5 +176,9 @@ def run_job(settings: Settings) -> RunSummary:
     ):
         summary.ingest = ingest_archive(settings, reporter=reporter)
         summary.extract = extract_store(settings, reporter=reporter)
-        summary.consolidate = consolidate_store(settings, reporter=reporter)
+        if settings.dry_run:  # no phase 2 files; its requests are estimated instead
+            summary.estimate = dry_run_estimate(settings, summary.extract, run_id=summary.run_id)
+        else:
+            used = spent(summary.extract)
+            summary.consolidate = consolidate_store(settings, reporter=reporter, spent_before=used)
     return summary

@@ -28,6 +28,7 @@ from pydantic import BaseModel, ValidationError
 
 from memkiln.errors import ConfigError
 from memkiln.io.jobs import Outcome
+from memkiln.io.prices import PriceBook
 from memkiln.io.store import now
 from memkiln.settings import Settings, openai_api_key
 from memkiln.transforms.heuristic import RolloutFacts, extract_heuristic
@@ -325,7 +326,7 @@ class OpenAIBackend:
         self.rules = rules
         self.context_window = settings.context_window
         self.max_output_tokens = settings.max_output_tokens
-        self.price_in, self.price_out = settings.prices.get(settings.model, (0.0, 0.0))
+        self.prices = PriceBook(settings.prices)
         schema = stage_one_json_schema()
         self._response_format = {
             "type": "json_schema",
@@ -355,8 +356,9 @@ class OpenAIBackend:
         """The client, once built (building it loads the TLS certificates, about 50 ms)."""
         return self._client.result()
 
-    def _cost(self, tokens_in: int, tokens_out: int) -> float:
-        return (tokens_in * self.price_in + tokens_out * self.price_out) / 1_000_000
+    def cost(self, tokens_in: int, tokens_out: int) -> float | None:
+        """USD for a request's tokens (None: the model's price is unknown)."""
+        return self.prices.cost(self.name, self.model, tokens_in, tokens_out)
 
     async def extract(self, request: Request) -> Outcome:
         started = now()
@@ -389,7 +391,7 @@ class OpenAIBackend:
             "input_hash": request.input_hash,
             "input_tokens": tokens_in,
             "output_tokens": tokens_out,
-            "cost_usd": self._cost(tokens_in, tokens_out),
+            "cost_usd": self.cost(tokens_in, tokens_out),
             "started_at": started,
             "sent": True,
         }
@@ -402,6 +404,39 @@ class OpenAIBackend:
                 **usage,
             )
         return finalize(request.rollout_id, parsed.output, rules=self.rules, **usage)
+
+    def request_body(self, prompt: StageOneInput) -> tuple[str, dict[str, Any]]:
+        """The path and body of a stage-one request (the Batch API sends the same body)."""
+        if self.api == "responses":
+            return "/responses", {
+                "model": self.model,
+                "instructions": prompt.system,
+                "input": prompt.user,
+                "max_output_tokens": self.max_output_tokens,
+                "text": self._text_format,
+            }
+        return "/chat/completions", {
+            "model": self.model,
+            "messages": [
+                {"role": "system", "content": prompt.system},
+                {"role": "user", "content": prompt.user},
+            ],
+            "max_completion_tokens": self.max_output_tokens,
+            "response_format": self._response_format,
+        }
+
+    def judge(self, raw: bytes, *, fallback_tokens: int = 0) -> tuple[Parsed, int, int]:
+        """Read and judge an answer's body; its token counts (``fallback_tokens`` in when the
+        server sent none). Raises ``ValidationError`` for a body that is not an answer."""
+        answer = read_answer(raw, api=self.api)
+        tokens_in, tokens_out = answer.counts or (fallback_tokens, 0)
+        parsed = judge_stage_one(
+            answer.text,
+            refusal=answer.refusal,
+            cut=answer.cut,
+            max_output_tokens=self.max_output_tokens,
+        )
+        return parsed, tokens_in, tokens_out
 
     def _call(self, prompt: StageOneInput) -> tuple[Parsed, int, int]:
         # Runs in one of the backend's threads, parsing the answer too, so that the event
@@ -492,4 +527,10 @@ def make_backend(settings: Settings, *, rules: RuleSet) -> Backend:
         return HeuristicBackend(rules=rules)
     if settings.backend == "openai":
         return OpenAIBackend(settings, rules=rules)
-    raise ConfigError(f"unknown backend {settings.backend!r}; use heuristic or openai")
+    if settings.backend == "openai-batch":
+        from memkiln.io.batch import OpenAIBatchBackend
+
+        return OpenAIBatchBackend(settings, rules=rules)
+    raise ConfigError(
+        f"unknown backend {settings.backend!r}; use heuristic, openai or openai-batch"
+    )

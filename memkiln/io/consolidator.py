@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -16,9 +17,14 @@ from memkiln.transforms.consolidate import (
     deterministic_files,
     heuristic_consolidation,
 )
+from memkiln.transforms.estimate import CHAT_OVERHEAD_TOKENS
 from memkiln.transforms.names import project_dirname, skill_dirname
 from memkiln.transforms.outputs import ConsolidationOutput
-from memkiln.transforms.prompts import CONSOLIDATION_PROMPT_VERSION, build_consolidation_input
+from memkiln.transforms.prompts import (
+    CONSOLIDATION_PROMPT_VERSION,
+    ConsolidationInput,
+    build_consolidation_input,
+)
 from memkiln.transforms.redact import RuleSet, redact_text
 from memkiln.transforms.text import one_line
 from memkiln.transforms.tokens import count_tokens, truncate_middle
@@ -54,13 +60,16 @@ class ProjectOutcome:
 
     project_key: str
     folder: str
-    status: str  # succeeded | skipped | failed | empty
+    status: str  # succeeded | skipped | failed | empty | deferred (over the budget)
     written: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     reason: str | None = None
     detail: str | None = None
     input_hash: str | None = None
     selected_ids: list[str] = field(default_factory=list)
+    requests: int = 0  # model requests sent for this project
+    input_tokens: int = 0
+    output_tokens: int = 0
 
 
 def input_hash(selected: pl.DataFrame, *, backend: str, model: str) -> str:
@@ -121,8 +130,13 @@ async def consolidate_project(
     model: str,
     context_window: int | None,
     rules: RuleSet,
+    affordable: Callable[[int], bool] | None = None,
 ) -> ProjectOutcome:
-    """Bring one project's folder up to date with its selected memories."""
+    """Bring one project's folder up to date with its selected memories.
+
+    ``affordable`` is asked, with the request's input tokens, before the model is called: when
+    it says no, nothing is written and the project is ``deferred`` to the next run.
+    """
     folder = project_dirname(project_key)
     digest = input_hash(selected, backend=backend_name, model=model)
     outcome = ProjectOutcome(project_key, folder, "succeeded", input_hash=digest)
@@ -149,7 +163,13 @@ async def consolidate_project(
             summary_files=[f"{s}.md" for s in selected["stem"].to_list()],
             context_window=context_window,
         )
+        if affordable is not None and not affordable(prompt_tokens(prompt)):
+            outcome.status = "deferred"
+            outcome.reason = "budget"
+            return outcome
         result = await backend.consolidate(prompt)
+        outcome.requests = int(result.reason != "context_overflow")
+        outcome.input_tokens, outcome.output_tokens = result.input_tokens, result.output_tokens
         if result.output is None:
             outcome.status = "failed"
             outcome.reason, outcome.detail = result.reason, result.detail
@@ -171,6 +191,11 @@ async def consolidate_project(
     keep_skills = {rel.split("/")[2] for rel in files if rel.startswith(f"{folder}/skills/")}
     outcome.removed += root.prune_dirs(f"{folder}/skills", keep=keep_skills)
     return outcome
+
+
+def prompt_tokens(prompt: ConsolidationInput) -> int:
+    """Input tokens of a phase-2 request (both messages and the chat overhead)."""
+    return count_tokens(prompt.system) + count_tokens(prompt.user) + CHAT_OVERHEAD_TOKENS
 
 
 def summary_tokens_ok(root: OutputRoot, folder: str) -> bool:

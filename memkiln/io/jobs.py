@@ -43,15 +43,17 @@ class Outcome:
     input_hash: str = ""
     input_tokens: int = 0
     output_tokens: int = 0
-    cost_usd: float = 0.0
+    cost_usd: float | None = 0.0  # None: the model's price is unknown
     started_at: datetime | None = None
     sent: bool = False  # a request went to the model (not refused before it, not reused)
 
 
 def release_orphans(con: duckdb.DuckDBPyConnection, *, run_id: str) -> int:
-    """Return jobs held by runs that are gone to ``pending``; returns how many."""
+    """Return jobs held by runs that are gone to ``pending``; returns how many. Jobs held by
+    a batch of the Batch API (owner ``batch:…``) stay with it until it is applied."""
     orphans = con.execute(
-        "select count(*) from stage1_jobs where status = 'running' and owner <> $run_id",
+        "select count(*) from stage1_jobs where status = 'running' and owner <> $run_id "
+        "and owner not like 'batch:%'",
         {"run_id": run_id},
     ).fetchall()[0][0]
     if orphans:
@@ -63,7 +65,8 @@ def release_orphans(con: duckdb.DuckDBPyConnection, *, run_id: str) -> int:
         )
         con.execute(
             "update stage1_jobs set status = 'pending', owner = null, lease_until = null, "
-            "updated_at = $at where status = 'running' and owner <> $run_id",
+            "updated_at = $at where status = 'running' and owner <> $run_id "
+            "and owner not like 'batch:%'",
             {"run_id": run_id, "at": now()},
         )
     return int(orphans)
@@ -275,3 +278,24 @@ def store_write_error(db: object, exc: Exception) -> StoreError:
         f"the database {db} could not be written ({type(exc).__name__}: {first}); "
         "free disk space or check the file system, then run again: work done so far is kept"
     )
+
+
+def record_decisions(con: duckdb.DuckDBPyConnection, decided: pl.DataFrame, *, run_id: str) -> None:
+    """Store every session's selection decision of this run (``decided``: ``rollout_id,
+    decision``), replacing the previous ones, and this run's counts per reason."""
+    frame = decided.select("rollout_id", "decision")
+    with transaction(con, decided=frame):
+        con.execute(sql("record_decisions"), {"run_id": run_id, "at": now()})
+        con.execute(sql("record_selection_counts"))
+
+
+def selection_reasons(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, int]]:
+    """``(decision, reason, sessions)`` of the latest selection, most frequent first: what
+    ``memkiln status`` shows as the count of sessions per reason."""
+    rows = con.execute(sql("selection_reasons")).fetchall()
+    return [(str(d), str(r), int(n)) for d, r, n in rows]
+
+
+def sessions_without_memory(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
+    """Every session (and file that gave none) without a memory, with the reason why."""
+    return fetch_pl(con, sql("sessions_without_memory"))

@@ -1,7 +1,11 @@
 """Which sessions stage one takes this run: pure decisions over rollouts and their jobs.
 
-Every considered session gets a ``decision``: ``take`` or the fixed reason it is skipped, so a
-notebook can ask why a session has no memory.
+Every session gets a ``decision`` each run: ``take`` or the fixed reason it is skipped
+(stored in ``selection_decisions``), so SQL can say why a session has no memory. Every
+session is decided, however large the archive: a run takes at most ``max_rollouts_per_run``
+sessions, half of them the newest waiting and half the oldest waiting, so neither fresh
+sessions nor an old backlog wait for ever, and each run takes sessions the previous runs did
+not finish.
 """
 
 from __future__ import annotations
@@ -17,12 +21,24 @@ SKIP_REASONS = (
     "memory_disabled",
     "no_user_message",
     "too_old",
+    "outside_range",
     "still_active",
     "up_to_date",
     "retry_budget_exhausted",
     "retry_later",
     "leased",
     "over_run_limit",
+)
+#: Reasons that say a session is not meant to be extracted by this run's settings; every
+#: other decision concerns an eligible session (to do, done, waiting or held).
+NOT_ELIGIBLE = (
+    "source_not_selected",
+    "subagent",
+    "memory_disabled",
+    "no_user_message",
+    "too_old",
+    "outside_range",
+    "still_active",
 )
 DONE_STATUSES = ("succeeded", "succeeded_no_output")
 #: Failures of the whole run (endpoint down, key refused, no such model), not of a session:
@@ -43,6 +59,7 @@ ROLLOUT_COLUMNS = {
     "is_subagent": pl.Boolean,
     "memory_mode": pl.String,
     "n_user_messages": pl.Int64,
+    "started_at": pl.Datetime("us", "UTC"),
     "updated_at": pl.Datetime("us", "UTC"),
 }
 JOB_COLUMNS = {
@@ -69,9 +86,11 @@ class SelectionPolicy:
     max_rollout_age_days: float = 10
     min_rollout_idle_hours: float = 6
     max_rollouts_per_run: int = 1000
-    scan_limit: int = 5000
     retry_budget: int = 3
     backfill: bool = False
+    #: only sessions whose own dates fall in [since, until) (a backfill's range); None: open
+    since: datetime | None = None
+    until: datetime | None = None
 
 
 def source_class(*, source: pl.Expr, originator: pl.Expr, format: pl.Expr) -> pl.Expr:
@@ -114,14 +133,25 @@ def select_candidates(
     live_owners: tuple[str, ...] = (),
     producer: tuple[str, str, str] | None = None,
 ) -> pl.LazyFrame:
-    """Decide, for the ``scan_limit`` most recently updated sessions, whether to extract them.
+    """Decide, for every session, whether this run extracts it.
 
     ``jobs`` holds the current stage-one jobs. A running job whose owner is not in
     ``live_owners`` belongs to a run that died: it is taken over at once, lease or not.
     ``producer`` is this run's ``(backend, model, prompt_version)``: a stored output made by
     another one is not up to date (a ``succeeded_no_output`` session, which has no output,
     is). Returns ``rollout_id, updated_at, decision, attempts_so_far`` (``attempts_so_far`` counts
-    attempts on this version of the session; a newer version starts again at 0).
+    attempts on this version of the session; a newer version starts again at 0), newest
+    first.
+
+    At most ``max_rollouts_per_run`` sessions are taken: the newest half (rounded up) and the
+    oldest half of those waiting; the rest are ``over_run_limit``. Sessions already done are
+    ``up_to_date`` and never count against the limit, so repeated runs reach every eligible
+    session within ceil(eligible / max_rollouts_per_run) runs, and new sessions arriving
+    faster than the limit cannot starve old ones.
+
+    ``since``/``until`` keep the sessions whose dates fall in the range: one that started
+    before ``until`` and was last updated at or after ``since`` (its start when it has no
+    update time).
     """
     age_limit = now - timedelta(days=policy.max_rollout_age_days)
     idle_limit = now - timedelta(hours=policy.min_rollout_idle_hours)
@@ -155,6 +185,8 @@ def select_candidates(
         .then(pl.lit("no_user_message"))
         .when(pl.lit(not policy.backfill) & (pl.col("updated_at") < age_limit))
         .then(pl.lit("too_old"))
+        .when(~in_range(policy.since, policy.until))
+        .then(pl.lit("outside_range"))
         .when(pl.col("updated_at") > idle_limit)
         .then(pl.lit("still_active"))
         .when(
@@ -176,19 +208,30 @@ def select_candidates(
         .otherwise(pl.lit("take"))
     )
     decided = (
-        rollouts.sort("updated_at", descending=True, nulls_last=True)
-        .head(policy.scan_limit)
-        .join(jobs, on="rollout_id", how="left")
+        rollouts.join(jobs, on="rollout_id", how="left")
         .with_columns(decision=decision, attempts_so_far=attempts.cast(pl.Int32))
         .sort(["updated_at", "rollout_id"], descending=[True, False], nulls_last=True)
     )
-    take_rank = (
-        pl.when(pl.col("decision") == "take")
-        .then(pl.int_range(pl.len()).over("decision"))
-        .otherwise(None)
-    )
+    # rank of each session to take, from the newest and from the oldest
+    newest = pl.int_range(pl.len()).over("decision")
+    oldest = pl.len().over("decision") - 1 - newest
+    cap = policy.max_rollouts_per_run
+    taken = (newest < (cap + 1) // 2) | (oldest < cap // 2)
     return decided.with_columns(
-        decision=pl.when(take_rank >= policy.max_rollouts_per_run)
+        decision=pl.when((pl.col("decision") == "take") & ~taken)
         .then(pl.lit("over_run_limit"))
         .otherwise(pl.col("decision"))
     ).select("rollout_id", "updated_at", "decision", "attempts_so_far")
+
+
+def in_range(since: datetime | None, until: datetime | None) -> pl.Expr:
+    """Sessions whose own dates fall in ``[since, until)``: started before ``until`` and last
+    updated at or after ``since``; an undated session is in an open range only."""
+    last = pl.coalesce("updated_at", "started_at")
+    first = pl.coalesce("started_at", "updated_at")
+    keep = pl.lit(True)
+    if since is not None:
+        keep = keep & (last >= since).fill_null(False)
+    if until is not None:
+        keep = keep & (first < until).fill_null(False)
+    return keep

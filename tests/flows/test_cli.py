@@ -228,6 +228,10 @@ FOUR_SOURCES: dict[str, tuple[Any, Any, Any]] = {
     "sources": (["exec"], ["cli", "mcp"], ["vscode"]),
     "timeout": (11.0, 22.0, 33.0),
     "max_retries": (1, 2, 3),
+    "since": ("2025-01-01", "2025-02-01", "2025-03-01"),
+    "until": ("2025-12-01", "2025-12-02", "2025-12-03"),
+    "dry_run": (True, False, True),
+    "budget_usd": (1.5, 2.5, 3.5),
 }
 
 

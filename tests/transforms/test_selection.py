@@ -128,18 +128,18 @@ def test_a_running_job_is_leased_only_while_its_owner_lives() -> None:
     assert decide([r], [dead]) == {"a": "take"}
 
 
-def test_the_run_limit_keeps_the_most_recent_sessions() -> None:
+def test_the_run_limit_takes_the_newest_and_the_oldest_waiting_sessions() -> None:
     rows = [rollout(str(i), hours_ago=10 + i) for i in range(5)]
-    got = decide(rows, max_rollouts_per_run=2)
+    got = decide(rows, max_rollouts_per_run=3)
     assert got == {
         "0": "take",
         "1": "take",
         "2": "over_run_limit",
         "3": "over_run_limit",
-        "4": "over_run_limit",
+        "4": "take",
     }
 
 
-def test_the_scan_limit_only_looks_at_the_most_recent_sessions() -> None:
-    rows = [rollout(str(i), hours_ago=10 + i) for i in range(5)]
-    assert set(decide(rows, scan_limit=3)) == {"0", "1", "2"}
+def test_every_session_is_decided_however_many_there_are() -> None:
+    rows = [rollout(str(i), hours_ago=10 + i) for i in range(50)]
+    assert len(decide(rows, max_rollouts_per_run=3)) == 50

@@ -142,11 +142,11 @@ def test_a_retry_due_now_is_taken() -> None:
     }
 
 
-def test_the_scan_starts_from_the_most_recent_sessions_and_undated_ones_come_last() -> None:
+def test_undated_sessions_count_as_the_oldest_waiting() -> None:
     rows = [rollout("undated", updated_at=None), rollout("old", hours_ago=30)]
     rows += [rollout("new", hours_ago=7)]
-    got = decide(rows, scan_limit=2)
-    assert got == {"new": "take", "old": "take"}
+    got = decide(rows, max_rollouts_per_run=2)
+    assert got == {"new": "take", "old": "over_run_limit", "undated": "take"}
 
 
 def test_the_run_limit_prefers_dated_sessions_then_ids_in_order() -> None:

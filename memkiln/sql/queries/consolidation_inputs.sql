@@ -1,6 +1,7 @@
--- Current stage-one outputs with the session facts phase 2 needs.
+-- Current stage-one outputs with the session facts phase 2 needs. A session with neither a
+-- git remote nor a working directory goes to the project `unknown-project`.
 select
-    r.project_key,
+    coalesce(r.project_key, 'unknown-project') as project_key,
     o.rollout_id,
     r.cwd,
     r.updated_at,
@@ -10,5 +11,4 @@ select
     o.input_hash,
     o.created_at
 from stage1_outputs as o
-join rollouts as r using (rollout_id)
-where r.project_key is not null;
+join rollouts as r using (rollout_id);

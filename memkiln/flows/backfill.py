@@ -1,0 +1,178 @@
+"""A backfill over years of history (``memkiln backfill``).
+
+1. hold the store and record the run (command ``backfill``)
+2. ingest the archive (new and changed files only)
+3. extract every eligible session whose own dates fall in ``since``..``until`` (the nightly
+   age window does not apply), in batches of ``max_rollouts_per_run``, each a run of its own,
+   until none is left, the budget is reached or a batch stops early
+4. consolidate (projects whose memories changed); a dry run estimates it instead
+5. close the run record with the counters of every phase and batch
+
+Interrupted anywhere, the next invocation goes on: finished sessions are up to date, jobs
+of the killed run are taken over, and a batch takes only sessions not yet done.
+"""
+
+# No ``from __future__ import annotations``: see memkiln/flows/run.py.
+from dataclasses import dataclass, field
+
+from prefect import flow
+
+from memkiln.errors import ConfigError
+from memkiln.flows.consolidate import ConsolidateSummary, consolidate_store, consolidate_task
+from memkiln.flows.ephemeral import stoppable
+from memkiln.flows.extract import ExtractSummary, extract_store, extract_task
+from memkiln.flows.ingest import IngestSummary, check_archive, ingest_archive, ingest_task
+from memkiln.flows.progress import Reporter
+from memkiln.flows.records import (
+    consolidate_section,
+    extract_section,
+    flow_run_id,
+    ingest_section,
+    notes,
+    publish,
+)
+from memkiln.flows.run import dry_run_estimate, merge_counters
+from memkiln.io.lock import hold_store
+from memkiln.io.store import linked_runs, recorded_parent_run
+from memkiln.settings import Options, Settings
+from memkiln.transforms.estimate import Estimate
+
+#: A dry run looks at every batch at once: the per-run limit is lifted to this.
+ALL_SESSIONS = 2**62
+
+
+@dataclass
+class BackfillSummary:
+    run_id: str = ""
+    ingest: IngestSummary = field(default_factory=IngestSummary)
+    batches: list[ExtractSummary] = field(default_factory=list)
+    consolidate: ConsolidateSummary = field(default_factory=ConsolidateSummary)
+    estimate: Estimate | None = None
+
+    @property
+    def extract(self) -> ExtractSummary:
+        """The batches as one extraction: counts added up, the last batch's stop reason."""
+        total = ExtractSummary(run_id=self.batches[-1].run_id if self.batches else "")
+        for batch in self.batches:
+            total.taken += batch.taken
+            total.batched += batch.batched
+            total.batches_open = batch.batches_open
+            total.requests += batch.requests
+            total.input_tokens += batch.input_tokens
+            total.output_tokens += batch.output_tokens
+            total.cost_usd += batch.cost_usd
+            total.price_known = total.price_known and batch.price_known
+            total.orphans_taken_over += batch.orphans_taken_over
+            for key, n in batch.outcomes.items():
+                total.outcomes[key] = total.outcomes.get(key, 0) + n
+            total.sessions_failed += batch.sessions_failed
+        if self.batches:
+            last = self.batches[-1]
+            total.considered, total.decisions = last.considered, dict(last.decisions)
+            total.stopped, total.budget_reached = last.stopped, last.budget_reached
+            total.estimate = last.estimate
+        return total
+
+    def counters(self) -> dict[str, float | None]:
+        return merge_counters(
+            self.ingest.counters(),
+            *(batch.counters() for batch in self.batches),
+            self.consolidate.counters(),
+        )
+
+
+def backfill_settings(settings: Options) -> Options:
+    """The settings of a backfill: no age window; a dry run counts every batch at once."""
+    update: dict[str, object] = {"backfill": True}
+    if settings.dry_run:
+        update["max_rollouts_per_run"] = ALL_SESSIONS
+    return settings.model_copy(update=update)
+
+
+def more_to_do(batch: ExtractSummary) -> bool:
+    """Whether another batch would find sessions this one left (the per-run limit)."""
+    return (
+        not batch.stopped
+        and batch.estimate is None
+        and batch.taken > 0
+        and batch.decisions.get("over_run_limit", 0) > 0
+    )
+
+
+@flow(name="memkiln-backfill")
+def backfill_flow(options: Options) -> BackfillSummary:
+    """Ingest the archive, extract every eligible session of the date range in batches,
+    consolidate per-project memory files."""
+    # 1. hold the store and record the run
+    if options.archive is None:
+        raise ConfigError("no archive to ingest: set --archive, MEMKILN_ARCHIVE or archive")
+    options = backfill_settings(options)  # type: ignore[assignment]
+    archive = str(check_archive(options.archive).resolve())
+    summary = BackfillSummary()
+    with (
+        hold_store(options.db),
+        stoppable(),
+        linked_runs(flow_run_id=flow_run_id()),
+        recorded_parent_run(
+            options.db, command="backfill", archive=archive, counts=summary.counters
+        ) as summary.run_id,
+    ):
+        # 2. ingest
+        summary.ingest = ingest_task(options, summary.run_id)
+        # 3. extract in batches
+        spent = 0.0
+        while True:
+            batch = extract_task(options, summary.run_id, spent)
+            summary.batches.append(batch)
+            spent += batch.cost_usd
+            if not more_to_do(batch):
+                break
+        # 4. consolidate, or estimate it
+        if options.dry_run:
+            settings = Settings.from_options(options)
+            summary.estimate = dry_run_estimate(settings, batch, run_id=summary.run_id)
+        else:
+            summary.consolidate = consolidate_task(options, None, summary.run_id, spent)
+    # 5. publish
+    sections = [
+        ingest_section(summary.ingest),
+        extract_section(summary.extract),
+        consolidate_section(summary.consolidate),
+    ]
+    publish(
+        "memkiln backfill",
+        sections,
+        notes(extract=summary.extract, consolidate=summary.consolidate),
+    )
+    return summary
+
+
+def backfill_job(settings: Settings) -> BackfillSummary:
+    """The same recipe in this process alone, without Prefect (``--no-prefect``)."""
+    if settings.archive is None:
+        raise ConfigError("no archive to ingest: set --archive, MEMKILN_ARCHIVE or archive")
+    settings = backfill_settings(settings)  # type: ignore[assignment]
+    archive = str(check_archive(settings.archive).resolve())
+    reporter = Reporter(enabled=settings.progress)
+    summary = BackfillSummary()
+    with (
+        hold_store(settings.db),
+        stoppable(),
+        recorded_parent_run(
+            settings.db, command="backfill", archive=archive, counts=summary.counters
+        ) as summary.run_id,
+        linked_runs(parent_run_id=summary.run_id),
+    ):
+        summary.ingest = ingest_archive(settings, reporter=reporter)
+        spent = 0.0
+        while True:
+            batch = extract_store(settings, reporter=reporter, spent_before=spent)
+            summary.batches.append(batch)
+            spent += batch.cost_usd
+            if not more_to_do(batch):
+                break
+        if settings.dry_run:
+            summary.estimate = dry_run_estimate(settings, batch, run_id=summary.run_id)
+        else:
+            summary.consolidate = consolidate_store(settings, reporter=reporter, spent_before=spent)
+    return summary

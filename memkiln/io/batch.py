@@ -1,0 +1,236 @@
+"""Stage one through the OpenAI Batch API (``--backend openai-batch``): half the price, the
+answers within a day, applied by a later run.
+
+1. submit: a run's requests as JSONL (``custom_id`` = rollout id, the body the ``openai``
+   backend sends), uploaded; the file id, its sessions and their jobs (owned by
+   ``batch:<file id>``) are stored before the batch is created, so that a run killed in
+   between creates the batch from the stored file (after looking for one made from it):
+   a request is never sent twice
+2. poll (every later run, before selecting): each open batch is retrieved; one that ended is
+   read (output and error files) and applied through the same parsing, redaction and outcome
+   code as the synchronous backend; a request the batch failed, or left unanswered (expired,
+   cancelled), becomes a failed job with its reason
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+import duckdb
+import openai
+import polars as pl
+from pydantic import ValidationError
+
+from memkiln.io.backends import OpenAIBackend, Request, finalize
+from memkiln.io.jobs import Finished, Outcome
+from memkiln.io.store import now, transaction
+from memkiln.transforms.redact import redact_text
+from memkiln.transforms.text import clean_text
+
+OWNER_PREFIX = "batch:"
+#: Batch statuses after which no answer will come.
+ENDED = ("completed", "failed", "expired", "cancelled")
+#: How long the jobs of a batch are held (the Batch API's window is 24 hours).
+BATCH_LEASE = timedelta(days=7)
+
+
+class OpenAIBatchBackend(OpenAIBackend):
+    """The ``openai`` backend's requests, sent as batches (see the module's docstring)."""
+
+    name = "openai-batch"
+
+    async def extract(self, request: Request) -> Outcome:  # pragma: no cover - not per request
+        raise NotImplementedError("openai-batch sends batches: see memkiln.io.batch.submit")
+
+    def line(self, request: Request) -> dict[str, Any]:
+        path, body = self.request_body(request.prompt)
+        return {
+            "custom_id": request.rollout_id,
+            "method": "POST",
+            "url": f"/v1{path}",
+            "body": body,
+        }
+
+    def outcome(self, rollout_id: str, item: dict[str, Any] | None, input_hash: str) -> Outcome:
+        """The outcome of one line of a batch's output or error file (None: no answer)."""
+        base = Outcome(rollout_id, "failed", input_hash=input_hash, started_at=now(), sent=True)
+        if item is None:
+            return replace(base, reason="batch_unanswered", detail="no answer in the batch")
+        response = item.get("response") or {}
+        status = int(response.get("status_code") or 0)
+        if item.get("error") or status != 200:
+            error = item.get("error") or (response.get("body") or {}).get("error") or {}
+            message = str(error.get("message") or error)[:300]
+            detail = redact_text(clean_text(f"status {status}: {message}"), rules=self.rules)
+            return replace(base, reason=status_reason(status, message), detail=detail)
+        try:
+            parsed, tokens_in, tokens_out = self.judge(json.dumps(response.get("body")).encode())
+        except ValidationError as exc:
+            where = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "<root>"
+            return replace(base, reason="invalid_json", detail=f"response body {where}")
+        usage = {
+            "input_hash": input_hash,
+            "input_tokens": tokens_in,
+            "output_tokens": tokens_out,
+            "cost_usd": self.cost(tokens_in, tokens_out),
+            "started_at": base.started_at,
+            "sent": True,
+        }
+        if parsed.output is None:
+            detail = redact_text(clean_text(parsed.detail or ""), rules=self.rules)
+            return Outcome(rollout_id, "failed", reason=parsed.reason, detail=detail, **usage)
+        return finalize(rollout_id, parsed.output, rules=self.rules, **usage)
+
+
+def status_reason(status: int, message: str) -> str:
+    """The fixed reason of a request the batch failed, by its HTTP status."""
+    if status == 429:
+        return "rate_limited"
+    if status in (401, 403):
+        return "auth_error"
+    if status == 404:
+        return "not_found"
+    if status >= 500:
+        return "server_error"
+    text = message.lower()
+    if "context" in text and ("length" in text or "window" in text):
+        return "context_overflow"
+    return "bad_request"
+
+
+def open_owners(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
+    """The owners of the jobs held by batches not applied yet (they are not orphans)."""
+    rows = con.execute(
+        "select $prefix || input_file_id from stage1_batches where status <> 'applied'",
+        {"prefix": OWNER_PREFIX},
+    ).fetchall()
+    return tuple(r[0] for r in rows)
+
+
+@dataclass(frozen=True)
+class Item:
+    request: Request
+    watermark: datetime | None
+    attempt: int
+
+
+def submit(
+    con: duckdb.DuckDBPyConnection,
+    backend: OpenAIBatchBackend,
+    items: list[Item],
+    *,
+    run_id: str,
+) -> str:
+    """Upload the items' requests, store the batch and hand its jobs to it, then create the
+    batch; returns the input file's id."""
+    data = "".join(json.dumps(backend.line(i.request)) + "\n" for i in items).encode()
+    uploaded = backend.client.files.create(file=("stage1.jsonl", data), purpose="batch")
+    at = now()
+    frame = pl.DataFrame(
+        {
+            "rollout_id": [i.request.rollout_id for i in items],
+            "input_hash": [i.request.input_hash for i in items],
+            "attempt": [i.attempt for i in items],
+            "watermark": [i.watermark for i in items],
+        },
+        schema={
+            "rollout_id": pl.String,
+            "input_hash": pl.String,
+            "attempt": pl.Int32,
+            "watermark": pl.Datetime("us", "UTC"),
+        },
+    )
+    params = {"file": uploaded.id, "run_id": run_id, "at": at}
+    with transaction(con, batch_items=frame):
+        con.execute(
+            "insert into stage1_batches (input_file_id, run_id, model, status, requests, "
+            "created_at, updated_at) values ($file, $run_id, $model, 'uploaded', $n, $at, $at)",
+            params | {"model": backend.model, "n": len(items)},
+        )
+        con.execute(
+            "insert into stage1_batch_items select $file, rollout_id, input_hash, attempt, "
+            "watermark from batch_items",
+            {"file": uploaded.id},
+        )
+        con.execute(
+            "update stage1_jobs set owner = $owner, lease_until = $lease, updated_at = $at "
+            "where rollout_id in (select rollout_id from batch_items)",
+            {"owner": OWNER_PREFIX + uploaded.id, "lease": at + BATCH_LEASE, "at": at},
+        )
+    create(con, backend, uploaded.id)
+    return uploaded.id
+
+
+def create(con: duckdb.DuckDBPyConnection, backend: OpenAIBatchBackend, file_id: str) -> None:
+    """Create the batch of an uploaded file, unless one was made from it already."""
+    endpoint = "/v1/responses" if backend.api == "responses" else "/v1/chat/completions"
+    found = [b for b in backend.client.batches.list(limit=100) if b.input_file_id == file_id]
+    batch = found[0] if found else backend.client.batches.create(
+        input_file_id=file_id, endpoint=endpoint, completion_window="24h",  # type: ignore[arg-type]
+        metadata={"memkiln": "stage1"},
+    )  # fmt: skip
+    con.execute(
+        "update stage1_batches set batch_id = $id, status = $status, updated_at = $at "
+        "where input_file_id = $file",
+        {"id": batch.id, "status": batch.status, "at": now(), "file": file_id},
+    )
+
+
+def poll(con: duckdb.DuckDBPyConnection, backend: OpenAIBatchBackend) -> tuple[list[Finished], int]:
+    """Bring every open batch forward; returns the outcomes of the batches that ended (to be
+    recorded by the caller, then ``mark_applied``) and how many batches are still open."""
+    rows = con.execute(
+        "select input_file_id, batch_id, status from stage1_batches where status <> 'applied'"
+    ).fetchall()
+    finished: list[Finished] = []
+    still_open = 0
+    for file_id, batch_id, _status in rows:
+        if batch_id is None:  # killed between upload and creation
+            create(con, backend, file_id)
+            still_open += 1
+            continue
+        try:
+            batch = backend.client.batches.retrieve(batch_id)
+        except openai.APIError:
+            still_open += 1
+            continue
+        con.execute(
+            "update stage1_batches set status = $s, output_file_id = $o, error_file_id = $e, "
+            "updated_at = $at where input_file_id = $file",
+            {"s": batch.status, "o": batch.output_file_id, "e": batch.error_file_id,
+             "at": now(), "file": file_id},
+        )  # fmt: skip
+        if batch.status not in ENDED:
+            still_open += 1
+            continue
+        answers: dict[str, dict[str, Any]] = {}
+        for kind in (batch.output_file_id, batch.error_file_id):
+            if kind:
+                text = backend.client.files.content(kind).text
+                for line in text.splitlines():
+                    if line.strip():
+                        item = json.loads(line)
+                        answers[str(item.get("custom_id"))] = item
+        items = con.execute(
+            "select rollout_id, input_hash, attempt, watermark from stage1_batch_items "
+            "where input_file_id = $file",
+            {"file": file_id},
+        ).fetchall()
+        for rid, input_hash, attempt, watermark in items:
+            result = backend.outcome(rid, answers.get(rid), input_hash)
+            if rid not in answers and batch.status != "completed":
+                result = replace(result, reason=f"batch_{batch.status}")
+            finished.append(Finished(result, watermark, int(attempt)))
+    return finished, still_open
+
+
+def mark_applied(con: duckdb.DuckDBPyConnection) -> None:
+    """Batches whose outcomes were recorded."""
+    con.execute(
+        "update stage1_batches set status = 'applied', updated_at = $at "
+        "where status in ('completed', 'failed', 'expired', 'cancelled')",
+        {"at": now()},
+    )

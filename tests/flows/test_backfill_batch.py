@@ -1,0 +1,61 @@
+"""The openai-batch backend against the local server's Batch API: submitted once, polled by
+later runs, applied through the same outcome code; a request the batch fails becomes a
+failed job with its reason."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+
+from memkiln.flows.backfill import backfill_job
+from memkiln.settings import Settings
+from tests.fake_openai import FakeOpenAI, Reply
+
+
+def rows(db: Path, query: str) -> list[tuple[object, ...]]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(query).fetchall()
+
+
+def test_a_backfill_through_the_batch_api_completes_over_several_runs(
+    tmp_path: Path, sample_archive: Path, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.batch_polls_in_progress = 2  # two polls see it in_progress
+    failed: list[dict] = []
+
+    def route(body: dict) -> Reply | None:  # the first stage-one request fails with a 400
+        schema = (body.get("response_format") or {}).get("json_schema") or {}
+        if schema.get("name") == "stage_one_output" and not failed:
+            failed.append(body)
+            return Reply(kind="status", status=400)
+        return None
+
+    fake_openai.route(route)
+    s = Settings(
+        archive=sample_archive, db=tmp_path / "m.duckdb", out=tmp_path / "memories",
+        backend="openai-batch", base_url=fake_openai.base_url, model="gpt-4.1-mini",
+        min_rollout_idle_hours=0, max_retries=0, request_timeout_s=10, progress=False,
+        prefect=False,
+    )  # fmt: skip
+    first = backfill_job(s)
+    assert first.extract.batched == 6 and first.extract.batches_open == 0
+    assert len(fake_openai.batches) == 1
+    # as if killed after the batch was created but before its id was stored: the next run
+    # finds the batch made from the stored file instead of sending it again
+    with duckdb.connect(str(s.db)) as con:
+        con.execute("update stage1_batches set batch_id = null, status = 'uploaded'")
+    statuses = []
+    for _ in range(4):
+        later = backfill_job(s)
+        statuses.append(rows(s.db, "select status from stage1_batches")[0][0])
+        assert later.extract.batched == 0  # never sent twice
+    assert statuses == ["validating", "in_progress", "in_progress", "applied"]
+    assert len(fake_openai.batches) == 1
+    jobs = dict(rows(s.db, "select status, count(*) from stage1_jobs group by all"))
+    assert jobs == {"succeeded": 5, "failed": 1}
+    (reason,) = rows(s.db, "select last_reason from stage1_jobs where status = 'failed'")[0]
+    assert reason == "bad_request"
+    usage = rows(s.db, "select backend, requests from model_usage where phase = 'extract'")
+    assert usage and all(backend == "openai-batch" for backend, _ in usage)
+    assert (tmp_path / "memories" / "INDEX.md").is_file()
