@@ -25,6 +25,7 @@ from memkiln.io.consolidator import ProjectOutcome, consolidate_project, write_f
 from memkiln.io.jobs import store_write_error
 from memkiln.io.lock import hold_store
 from memkiln.io.memory_files import OutputRoot, UnsafePathError
+from memkiln.io.snapshot import Publisher
 from memkiln.io.store import fetch_pl, now, open_store, recorded_run, sql
 from memkiln.settings import Options, Settings
 from memkiln.transforms.consolidate import (
@@ -117,7 +118,8 @@ async def _consolidate(
             return
     backend_name = "openai" if backend else "heuristic"
     model = backend.model if backend else "heuristic-v1"
-    # 3. per project
+    # 3. per project (readers see the projects recorded so far)
+    publisher = Publisher(con)
     with reporter.task("consolidate", total=len(keys)) as advance:
         for key in keys:
             prev = previous.get(key) or {}
@@ -141,6 +143,7 @@ async def _consolidate(
                     key, project_dirname(key), "failed", reason=reason, detail=detail
                 )
             _record(con, outcome, backend_name, model, prev)
+            publisher.maybe()
             summary.projects[key] = outcome.status
             summary.written += len(outcome.written)
             summary.removed += len(outcome.removed)
