@@ -31,6 +31,8 @@ STATUS_PROJECTS = 10
 STATUS_FAILURES = 5
 #: Candidates named by an ambiguous or unknown ``show`` argument.
 SHOWN_CANDIDATES = 10
+#: Columns of tables written to a pipe or a file.
+PIPE_WIDTH = 200
 
 
 def status_report(db: Path) -> dict[str, Any]:
@@ -82,8 +84,14 @@ def print_json(value: Any) -> str:
     return json.dumps(value, indent=1, ensure_ascii=False) + "\n"
 
 
+def wide(console: Console) -> Console:
+    """Output to a pipe or file is not cut at 80 columns (a project key is shown whole)."""
+    return console if console.is_terminal else Console(file=console.file, width=PIPE_WIDTH)
+
+
 def print_status(report: dict[str, Any], console: Console) -> None:
     """``memkiln status`` as tables a person reads."""
+    console = wide(console)
     tables = report["tables"]
     console.print(
         f"{report['database']} as of {report['as_of']}: "
@@ -158,7 +166,12 @@ def project_list(db: Path) -> list[dict[str, Any]]:
 
 
 def print_projects(rows: list[dict[str, Any]], console: Console) -> None:
+    console = wide(console)
     console.print(_project_table(rows, f"{len(rows)} projects"))
+
+
+class UnknownProject(ConfigError):
+    """No project matches a name."""
 
 
 def find_project(con: duckdb.DuckDBPyConnection, query: str) -> tuple[str, str]:
@@ -189,7 +202,7 @@ def find_project(con: duckdb.DuckDBPyConnection, query: str) -> tuple[str, str]:
         keys = projects["project_key"].to_list()
         close = difflib.get_close_matches(query, keys, n=SHOWN_CANDIDATES, cutoff=0.3)
         listed = ", ".join(close or keys[:SHOWN_CANDIDATES])
-        raise ConfigError(
+        raise UnknownProject(
             f"no project matches {query!r}; "
             + (f"candidates: {listed}" if listed else "the store has no projects yet")
             + " ('memkiln projects' lists them all)"
@@ -210,13 +223,19 @@ def memory_summary(db: Path, out: Path, query: str) -> str:
     con = connect(db)
     try:
         key, folder = find_project(con, query)
+    except UnknownProject as exc:  # a folder under --out that this store does not know
+        try:
+            return _summary_by_folder(out, query)
+        except ConfigError:
+            raise UnknownProject(f"{exc}; {out}/INDEX.md lists the memory folders") from None
     finally:
         con.close()
     path = out / folder / "memory_summary.md"
     if not path.is_file():
         raise ConfigError(
-            f"project {key} has no memory files under {out / folder} yet; "
-            "run 'memkiln consolidate' (or check --out)"
+            f"project {key} has no memory_summary.md under {out / folder}: none of its "
+            "sessions has given a memory yet, or it was not consolidated into this --out "
+            "('memkiln projects' shows its memories)"
         )
     return path.read_text(encoding="utf-8")
 

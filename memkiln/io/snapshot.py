@@ -16,6 +16,8 @@ and every reader opens that copy read-only::
   file, the WAL is empty), copied while nothing of this process may commit (``Publisher``
   keeps the store's other users out for that moment). It is a reflink where the file
   system has them (btrfs, XFS), else a kernel copy.
+- Only the holder of the run lock publishes (``memkiln.io.lock``), so any other temporary
+  copy is a killed run's and is removed.
 - It replaces the old copy with ``rename``, never by writing into it: a reader that has the
   old copy open keeps reading its own consistent file (the inode lives until it closes), so
   it cannot see a torn file, and nothing it holds is in the writer's way. The next
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import errno
 import fcntl
+import glob
 import os
 import shutil
 import threading
@@ -75,11 +78,17 @@ def publish(con: duckdb.DuckDBPyConnection) -> float:
     target = snapshot_path(db)
     temp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     try:
+        # left by a killed run
+        for stale in target.parent.glob(f"{glob.escape(target.name)}.tmp-*"):
+            stale.unlink(missing_ok=True)
         _copy(db, temp)
         os.replace(temp, target)
     except OSError as exc:
         temp.unlink(missing_ok=True)
-        raise StoreError(f"cannot publish {target} for readers: {exc.strerror}") from exc
+        raise StoreError(
+            f"cannot write the readers' copy {target} ({exc.strerror}); free disk space or "
+            "check the file system, then run again"
+        ) from exc
     return time.monotonic() - started
 
 

@@ -57,7 +57,7 @@ def match_project(
     """Find ``query`` among ``projects`` (``project_key``, ``folder``) and the working
     directories of their sessions ``cwds`` (``project_key``, ``cwd``)."""
     forms = key_forms(query, rules=rules)
-    needle = query.strip().lower()
+    needle = query.strip().rstrip("/\\").lower()
     clean_cwd = pl.col("cwd").str.strip_chars().str.replace(r"[/\\]+$", "")
     key = pl.col("project_key")
     name = project_name(key).str.to_lowercase()

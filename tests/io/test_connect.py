@@ -67,6 +67,8 @@ def test_a_publish_replaces_the_copy_by_rename_never_in_place(tmp_path: Path) ->
     db = tmp_path / "m.duckdb"
     con = open_store(db)
     try:
+        killed = tmp_path / "m.duckdb.snapshot.tmp-99999"  # a killed run's half copy
+        killed.write_bytes(b"half")
         publish(con)
         first = snapshot_path(db).stat().st_ino
         with snapshot_path(db).open("rb") as old:  # a reader's open file
