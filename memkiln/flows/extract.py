@@ -7,8 +7,8 @@
    concurrency; each outcome is written as soon as it arrives
 4. close the run with its counts; summarize outcomes by reason
 
-Readers see the store as published at the start, after batches of outcomes (every few
-seconds at most) and at the end (``memkiln.io.snapshot``).
+Readers see the store as published at the start, after batches of outcomes (no more often than
+every few seconds) and at the end (``memkiln.io.snapshot``).
 """
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.

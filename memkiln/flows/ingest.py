@@ -6,8 +6,8 @@
    next batch is prepared in a worker thread)
 4. close the run record with its counts and print the summary
 
-Readers see the store as published at the start, after batches (every few seconds at
-most) and at the end (``memkiln.io.snapshot``).
+Readers see the store as published at the start, after batches (no more often than every
+few seconds) and at the end (``memkiln.io.snapshot``).
 """
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
