@@ -42,3 +42,11 @@ PREPARE_CHUNK = 64
 FLUSH_OUTCOMES = 32
 #: … or once this many seconds passed since the last write.
 FLUSH_SECONDS = 0.5
+
+#: A run publishes its progress for readers (``memkiln.io.snapshot``) at most this often …
+PUBLISH_MIN_SECONDS = 2.0
+#: … and spends at most about this share of its time copying (a copy that takes 1 s waits
+#: 10 s for the next).
+PUBLISH_COPY_SHARE = 0.1
+#: How long a reader waits for a run that holds a never-published store to publish it.
+PUBLISH_WAIT_SECONDS = 15.0

@@ -697,26 +697,23 @@ def show(
     project: Annotated[
         str,
         typer.Argument(
-            help="A project key (e.g. github.com/acme/shop or a directory) or its folder name."
+            help="The project: its git remote in any form (https://github.com/acme/shop, "
+            "git@github.com:acme/shop.git, github.com/acme/shop), a directory its sessions ran "
+            "in, its memory folder, or a unique part of its name (shop)."
         ),
     ],
+    db: DbOpt = None,
     out: OutOpt = None,
     config: ConfigOpt = None,
 ) -> None:
-    """Print a project's memory_summary.md: what an agent loads at the start of a session."""
-    from memkiln.transforms.names import project_dirname
+    """Print a project's memory_summary.md: what an agent loads at the start of a session.
 
-    root = _settings(locals(), config).out
-    for folder in (project, project_dirname(project)):
-        if "/" in folder or folder in ("", ".", ".."):
-            continue
-        path = root / folder / "memory_summary.md"
-        if path.is_file():
-            sys.stdout.write(path.read_text(encoding="utf-8"))
-            return
-    raise MemkilnError(
-        f"no memory for {project!r} under {root}; see {root}/INDEX.md for the projects"
-    )
+    A name that matches several projects, or none, is an error that lists the candidates.
+    """
+    from memkiln.flows.status import memory_summary
+
+    settings = _settings(locals(), config)
+    sys.stdout.write(memory_summary(settings.db, settings.out, project))
 
 
 @app.command("render-input")
@@ -773,27 +770,32 @@ def render_input(
         err.print(f"{facts['quarantined_lines']} unreadable line(s) were skipped", highlight=False)
 
 
-@app.command()
-def status(db: DbOpt = None, config: ConfigOpt = None) -> None:
-    """Show what the DuckDB store holds: table sizes, projects and the last runs."""
-    from memkiln.io.store import fetch_pl, open_store, table_counts
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
 
-    path = _settings(locals(), config).db
-    if not path.exists():
-        raise MemkilnError(f"no database at {path}; run 'memkiln ingest' first")
-    con = open_store(path, read_only=True)
-    try:
-        console = Console()
-        counts = table_counts(con)
-        console.print(", ".join(f"{k}: {v:,}" for k, v in counts.items()))
-        runs = fetch_pl(
-            con,
-            "select run_id, command, status, started_at, files_seen, rollouts, items, "
-            "sessions_failed, projects_failed from v_runs limit 5",
-        )
-        console.print(runs)
-    finally:
-        con.close()
+
+@app.command()
+def status(as_json: JsonOpt = False, db: DbOpt = None, config: ConfigOpt = None) -> None:
+    """Show the state of the store: job states, projects, the last runs and the top failure
+    reasons. Reads the copy published for readers, so it answers while a run writes."""
+    from memkiln.flows.status import print_json, print_status, status_report
+
+    report = status_report(_settings(locals(), config).db)
+    if as_json:
+        sys.stdout.write(print_json(report))
+    else:
+        print_status(report, Console())
+
+
+@app.command()
+def projects(as_json: JsonOpt = False, db: DbOpt = None, config: ConfigOpt = None) -> None:
+    """List the projects: sessions, items, last activity and memories, most recent first."""
+    from memkiln.flows.status import print_json, print_projects, project_list
+
+    rows = project_list(_settings(locals(), config).db)
+    if as_json:
+        sys.stdout.write(print_json(rows))
+    else:
+        print_projects(rows, Console())
 
 
 def _version(value: bool) -> None:

@@ -26,6 +26,7 @@ from memkiln.io.jobs import store_write_error
 from memkiln.io.lock import hold_store
 from memkiln.io.memory_files import OutputRoot, UnsafePathError
 from memkiln.io.prices import PriceBook, check_budget_prices
+from memkiln.io.snapshot import Publisher
 from memkiln.io.store import fetch_pl, now, open_store, recorded_run, sql
 from memkiln.io.usage import past_output_mean, record_usage
 from memkiln.settings import Options, Settings
@@ -171,7 +172,8 @@ async def _consolidate(
             )
             return False
 
-    # 3. per project
+    # 3. per project (readers see the projects recorded so far)
+    publisher = Publisher(con)
     with reporter.task("consolidate", total=len(keys)) as advance:
         for key in keys:
             prev = previous.get(key) or {}
@@ -196,6 +198,7 @@ async def _consolidate(
                     key, project_dirname(key), "failed", reason=reason, detail=detail
                 )
             _record(con, outcome, backend_name, model, prev)
+            publisher.maybe()
             summary.projects[key] = outcome.status
             summary.requests += outcome.requests
             summary.input_tokens += outcome.input_tokens

@@ -6,6 +6,9 @@
    input already has an output, else claim the job and ask the backend, with bounded
    concurrency; each outcome is written as soon as it arrives
 4. close the run with its counts; summarize outcomes by reason
+
+Readers see the store as published at the start, after batches of outcomes (no more often than
+every few seconds) and at the end (``memkiln.io.snapshot``).
 """
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
@@ -46,6 +49,7 @@ from memkiln.io.jobs import (
 )
 from memkiln.io.lock import hold_store
 from memkiln.io.prices import PriceBook, check_budget_prices
+from memkiln.io.snapshot import Publisher
 from memkiln.io.store import cursor as store_cursor
 from memkiln.io.store import fetch_pl, now, open_store, recorded_run
 from memkiln.io.usage import past_output_mean, record_estimate, record_usage
@@ -308,9 +312,13 @@ async def _extract(
     streak: list[str] = []
 
     writer = asyncio.Lock()  # one batch of outcomes written at a time, in order
+    # readers see the outcomes written so far; the worker threads' store work is kept apart
+    # from its copies
+    publisher = Publisher(con)
 
     def write(batch: list[Finished]) -> None:
-        with store_cursor(con) as cur:  # a worker thread: the loop goes on sending meanwhile
+        # a worker thread: the loop goes on sending meanwhile
+        with publisher.using(), store_cursor(con) as cur:
             finish_many(
                 cur,
                 batch,
@@ -321,6 +329,7 @@ async def _extract(
                 retry_delay=timedelta(hours=settings.retry_delay_hours),
                 rules=rules,
             )
+        publisher.maybe()
 
     async def flush(*, force: bool = False) -> None:
         nonlocal last_flush
@@ -370,7 +379,7 @@ async def _extract(
     def prepare(chunk: pl.DataFrame) -> tuple[list[Request], dict[str, int]]:
         # a separate connection: this runs in a worker thread while the loop keeps
         # sending requests and writing outcomes on ``con``
-        with store_cursor(con) as cur:
+        with publisher.using(), store_cursor(con) as cur:
             requests = build_requests(cur, chunk, settings=settings, rules=rules)
             attempts = claim_many(
                 cur, chunk, run_id=summary.run_id, lease_seconds=settings.lease_seconds

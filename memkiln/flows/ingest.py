@@ -5,6 +5,9 @@
 3. load them batch by batch (read, split, redact, parse, normalize; then write, while the
    next batch is prepared in a worker thread)
 4. close the run record with its counts and print the summary
+
+Readers see the store as published at the start, after batches (no more often than every
+few seconds) and at the end (``memkiln.io.snapshot``).
 """
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
@@ -25,6 +28,7 @@ from memkiln.flows.records import ingest_section, phase_of, publish
 from memkiln.io.archive import discover, path_key
 from memkiln.io.loader import BatchResult, prepared_batches, write_batch
 from memkiln.io.lock import hold_store
+from memkiln.io.snapshot import Publisher
 from memkiln.io.store import fetch_pl, open_store, recorded_run
 from memkiln.settings import Options, Settings
 from memkiln.transforms.plan import FOUND_SCHEMA, batches, plan_files
@@ -126,6 +130,7 @@ def _ingest(
     hits: Counter[str] = Counter()
     # 3. load batch by batch
     total = int(sum(b["size"].sum() for b in todo))
+    publisher = Publisher(con)  # readers see the batches written so far
     # closing(): an error while writing stops the worker before the error propagates
     with (
         reporter.task("ingest", total=total) as advance,
@@ -140,6 +145,7 @@ def _ingest(
             summary.files_failed += result.failed_files
             statuses.update(result.statuses)
             hits.update(result.hits)
+            publisher.maybe()
             advance(int(batch["size"].sum()))
     summary.statuses = dict(statuses)
     summary.hits = dict(hits)

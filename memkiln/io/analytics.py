@@ -22,19 +22,14 @@ ACTIVE_DAYS = 30
 
 
 def connect_read_only(db: Path | str) -> duckdb.DuckDBPyConnection:
-    """A read-only connection to a memkiln database, its views included.
+    """A read-only connection to the latest published state of a memkiln database, its
+    views included (``memkiln.connect``): it never waits for a run nor stops one.
 
-    Raises ``MemkilnError`` (one line) when there is no database there or it is held by a
-    running ``memkiln`` process.
+    Raises ``MemkilnError`` (one line) when there is no database there.
     """
-    path = Path(db)
-    if not path.is_file():
-        raise MemkilnError(f"no database at {path}; run 'memkiln ingest' or 'memkiln run' first")
-    try:
-        return duckdb.connect(str(path), read_only=True)
-    except duckdb.Error as exc:
-        first = str(exc).splitlines()[0]
-        raise MemkilnError(f"cannot open {path} for reading: {first}") from exc
+    from memkiln.io.snapshot import connect
+
+    return connect(Path(db))
 
 
 @dataclass(frozen=True)

@@ -282,12 +282,15 @@ def recorded_run(
     ``interrupted`` (SIGTERM, SIGINT) or ``failed`` with the (redacted) error, which is raised
     again. A run that stops early hands back the stage-one jobs it still holds."""
     run_id = start_run(con, command=command, archive=archive)
+    _publish(con)
     try:
         yield run_id
     except BaseException as exc:
         _close_stopped_run(con, run_id, exc, counts())
+        _publish(con, after=exc)
         raise
     finish_run(con, run_id, status="succeeded", counts=counts())
+    _publish(con)
 
 
 @contextmanager
@@ -303,6 +306,7 @@ def recorded_parent_run(
     con = open_store(db)
     try:
         run_id = start_run(con, command=command, archive=archive)
+        _publish(con)
     finally:
         con.close()
     try:
@@ -311,14 +315,31 @@ def recorded_parent_run(
         con = open_store(db)
         try:
             _close_stopped_run(con, run_id, exc, counts())
+            _publish(con, after=exc)
         finally:
             con.close()
         raise
     con = open_store(db)
     try:
         finish_run(con, run_id, status="succeeded", counts=counts())
+        _publish(con)
     finally:
         con.close()
+
+
+def _publish(con: duckdb.DuckDBPyConnection, *, after: BaseException | None = None) -> None:
+    """Publish the store for readers (``memkiln.io.snapshot``) as a run record opens or
+    closes. After an error, a failure to publish must not hide the error: it is dropped
+    (readers keep the previous copy)."""
+    from memkiln.io.snapshot import publish
+
+    if after is None:
+        publish(con)
+        return
+    try:
+        publish(con)
+    except (StoreError, duckdb.Error):
+        return
 
 
 def _close_stopped_run(

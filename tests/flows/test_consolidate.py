@@ -281,7 +281,8 @@ def test_openai_consolidation_writes_the_models_files_and_nothing_outside_out(
     [summary_file] = list((folder / "rollout_summaries").iterdir())
     assert summary_file.name.endswith("-_________etc_pass_wd.md")  # leading _ kept, as Codex does
     outside_after = {p for p in tmp_path.rglob("*") if not p.is_relative_to(s.out)}
-    assert outside_after - outside_before <= {tmp_path / "m.duckdb", tmp_path / "m.duckdb.wal"}
+    store_files = {tmp_path / f"m.duckdb{suffix}" for suffix in ("", ".wal", ".snapshot")}
+    assert outside_after - outside_before <= store_files
     assert not Path("/etc/cron.d/evil").exists()
     # unchanged inputs: no model call on the next run
     calls = fake_openai.count()

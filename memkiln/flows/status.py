@@ -1,0 +1,251 @@
+"""What ``memkiln status``, ``memkiln projects`` and ``memkiln show`` read and print.
+
+All three read the published copy of the store (``memkiln.io.snapshot``), so they answer
+while a run writes and never stand in its way.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import polars as pl
+from rich.console import Console
+from rich.table import Table
+
+from memkiln.errors import ConfigError
+from memkiln.io.snapshot import connect, snapshot_path
+from memkiln.io.store import fetch_pl, sql, table_counts
+from memkiln.transforms.lookup import match_project
+from memkiln.transforms.names import project_dirname
+from memkiln.transforms.redact import load_rules
+
+#: Rows shown per section of ``memkiln status``.
+STATUS_RUNS = 5
+STATUS_PROJECTS = 10
+STATUS_FAILURES = 5
+#: Candidates named by an ambiguous or unknown ``show`` argument.
+SHOWN_CANDIDATES = 10
+#: Columns of tables written to a pipe or a file.
+PIPE_WIDTH = 200
+
+
+def status_report(db: Path) -> dict[str, Any]:
+    """Everything ``memkiln status`` shows, as one JSON-ready object."""
+    con = connect(db)
+    try:
+        projects = fetch_pl(con, sql("project_list"))
+        jobs = fetch_pl(con, sql("status_jobs"))
+        by_phase: dict[str, dict[str, int]] = {"extract": {}, "consolidate": {}}
+        for phase, state, n in jobs.iter_rows():
+            by_phase[phase][state] = n
+        return {
+            "database": str(db),
+            "as_of": _as_of(db),
+            "tables": table_counts(con),
+            "jobs": by_phase,
+            "projects": {
+                "count": projects.height,
+                "recent": _rows(projects.head(STATUS_PROJECTS)),
+            },
+            "runs": _rows(fetch_pl(con, sql("status_runs"), {"limit": STATUS_RUNS})),
+            "failures": _rows(fetch_pl(con, sql("status_failures"), {"limit": STATUS_FAILURES})),
+        }
+    finally:
+        con.close()
+
+
+def _as_of(db: Path) -> str:
+    """When the state readers see was published."""
+    stamp = snapshot_path(db).stat().st_mtime
+    return datetime.fromtimestamp(stamp, UTC).isoformat(timespec="seconds")
+
+
+def _rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
+    return [{k: _plain(v) for k, v in row.items()} for row in frame.iter_rows(named=True)]
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, datetime):
+        return value.astimezone(UTC).isoformat(timespec="seconds")
+    if isinstance(value, Decimal):  # sums of integers come back as decimals
+        return int(value) if value == value.to_integral_value() else float(value)
+    if isinstance(value, float):
+        return round(value, 6)
+    return value
+
+
+def print_json(value: Any) -> str:
+    return json.dumps(value, indent=1, ensure_ascii=False) + "\n"
+
+
+def wide(console: Console) -> Console:
+    """Output to a pipe or file is not cut at 80 columns (a project key is shown whole)."""
+    return console if console.is_terminal else Console(file=console.file, width=PIPE_WIDTH)
+
+
+def print_status(report: dict[str, Any], console: Console) -> None:
+    """``memkiln status`` as tables a person reads."""
+    console = wide(console)
+    tables = report["tables"]
+    console.print(
+        f"{report['database']} as of {report['as_of']}: "
+        + ", ".join(f"{name}: {n:,}" for name, n in tables.items()),
+        highlight=False,
+        soft_wrap=True,
+    )
+    jobs = Table(title="jobs")
+    for column in ("phase", "state", "jobs"):
+        jobs.add_column(column, justify="right" if column == "jobs" else "left")
+    for phase, states in report["jobs"].items():
+        for state, n in states.items():
+            jobs.add_row(phase, state, f"{n:,}")
+    console.print(jobs)
+    runs = Table(title=f"last {STATUS_RUNS} runs")
+    columns = ("run", "command", "status", "started (UTC)", "seconds", "sessions", "failed")
+    for column in columns:
+        runs.add_column(column, justify="right" if column in ("seconds", "sessions") else "left")
+    for r in report["runs"]:
+        sessions = r["sessions_succeeded"] + r["sessions_no_output"]
+        failed = r["sessions_failed"] + r["projects_failed"]
+        runs.add_row(
+            r["run_id"][:12],
+            r["command"],
+            r["status"],
+            (r["started_at"] or "")[:19].replace("T", " "),
+            f"{r['seconds']:,.1f}",
+            f"{sessions:,}",
+            f"{failed:,}" + (f" ({r['error'][:60]})" if r["error"] else ""),
+        )
+    console.print(runs)
+    projects = report["projects"]
+    shown = len(projects["recent"])
+    console.print(_project_table(projects["recent"], f"projects ({shown} of {projects['count']})"))
+    failures = Table(title="top failure reasons")
+    for column in ("phase", "reason", "jobs", "example"):
+        failures.add_column(column, justify="right" if column == "jobs" else "left")
+    for f in report["failures"]:
+        failures.add_row(f["phase"], f["reason"], f"{f['jobs']:,}", f["example"] or "")
+    if not report["failures"]:
+        failures.add_row("", "none", "", "")
+    console.print(failures)
+
+
+def _project_table(rows: list[dict[str, Any]], title: str) -> Table:
+    table = Table(title=title)
+    # a key is shown whole (it is what 'memkiln show' takes), the other columns give way
+    widest = max((len(p["project_key"]) for p in rows), default=7)
+    table.add_column("project", min_width=min(widest, 72), overflow="fold")
+    for column in ("sessions", "items", "last active (UTC)", "memories", "memory"):
+        numeric = column in ("sessions", "items", "memories")
+        table.add_column(column, justify="right" if numeric else "left")
+    for p in rows:
+        table.add_row(
+            p["project_key"],
+            f"{p['sessions']:,}",
+            f"{p['items'] or 0:,}",
+            (p["last_active_at"] or "")[:16].replace("T", " "),
+            f"{p['memories']:,}",
+            p["consolidation_status"] or "none yet",
+        )
+    return table
+
+
+def project_list(db: Path) -> list[dict[str, Any]]:
+    """Every project, most recently active first (``memkiln projects``)."""
+    con = connect(db)
+    try:
+        return _rows(fetch_pl(con, sql("project_list")))
+    finally:
+        con.close()
+
+
+def print_projects(rows: list[dict[str, Any]], console: Console) -> None:
+    console = wide(console)
+    console.print(_project_table(rows, f"{len(rows)} projects"))
+
+
+class UnknownProject(ConfigError):
+    """No project matches a name."""
+
+
+def find_project(con: duckdb.DuckDBPyConnection, query: str) -> tuple[str, str]:
+    """The key and memory folder of the one project ``query`` names; a ``ConfigError`` that
+    lists the candidates when it names none or several."""
+    projects = fetch_pl(con, sql("project_list")).select("project_key", "folder")
+    projects = projects.with_columns(
+        folder=pl.coalesce(
+            "folder",
+            pl.col("project_key").map_batches(_dirnames, return_dtype=pl.String),
+        )
+    )
+    cwds = fetch_pl(con, sql("project_cwds"))
+    rules = load_rules()
+    found = match_project(query, projects, cwds, rules=rules)
+    local = Path(query).expanduser()
+    if not found.keys and local.is_dir():  # ".", "~/src/shop", a relative path
+        found = match_project(str(local.resolve()), projects, cwds, rules=rules)
+    if len(found.keys) > 1:
+        listed = ", ".join(found.keys[:SHOWN_CANDIDATES])
+        more = len(found.keys) - SHOWN_CANDIDATES
+        raise ConfigError(
+            f"{query!r} is ambiguous: it matches {len(found.keys)} projects by {found.tier}: "
+            f"{listed}{f' and {more} more' if more > 0 else ''}; give more of the name, "
+            "the remote URL or the directory"
+        )
+    if not found.keys:
+        keys = projects["project_key"].to_list()
+        close = difflib.get_close_matches(query, keys, n=SHOWN_CANDIDATES, cutoff=0.3)
+        listed = ", ".join(close or keys[:SHOWN_CANDIDATES])
+        raise UnknownProject(
+            f"no project matches {query!r}; "
+            + (f"candidates: {listed}" if listed else "the store has no projects yet")
+            + " ('memkiln projects' lists them all)"
+        )
+    key = found.keys[0]
+    folder = projects.filter(pl.col("project_key") == key)["folder"][0]
+    return key, folder
+
+
+def _dirnames(keys: pl.Series) -> pl.Series:
+    return pl.Series([project_dirname(k) for k in keys.to_list()], dtype=pl.String)
+
+
+def memory_summary(db: Path, out: Path, query: str) -> str:
+    """The ``memory_summary.md`` of the project ``query`` names (``memkiln show``)."""
+    if not db.exists() and not snapshot_path(db).exists():
+        return _summary_by_folder(out, query)
+    con = connect(db)
+    try:
+        key, folder = find_project(con, query)
+    except UnknownProject as exc:  # a folder under --out that this store does not know
+        try:
+            return _summary_by_folder(out, query)
+        except ConfigError:
+            raise UnknownProject(f"{exc}; {out}/INDEX.md lists the memory folders") from None
+    finally:
+        con.close()
+    path = out / folder / "memory_summary.md"
+    if not path.is_file():
+        raise ConfigError(
+            f"project {key} has no memory_summary.md under {out / folder}: none of its "
+            "sessions has given a memory yet, or it was not consolidated into this --out "
+            "('memkiln projects' shows its memories)"
+        )
+    return path.read_text(encoding="utf-8")
+
+
+def _summary_by_folder(out: Path, query: str) -> str:
+    """Without a store: the project by its key or folder name under ``out``."""
+    for folder in (query, project_dirname(query)):
+        if "/" in folder or folder in ("", ".", ".."):
+            continue
+        path = out / folder / "memory_summary.md"
+        if path.is_file():
+            return path.read_text(encoding="utf-8")
+    raise ConfigError(f"no memory for {query!r} under {out}; see {out}/INDEX.md for the projects")

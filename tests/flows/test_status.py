@@ -1,0 +1,145 @@
+"""``memkiln status``, ``memkiln projects`` and ``memkiln show`` as a user runs them (the
+console script), on a store made by ``memkiln run``."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.builders import codex_lines, uid, write_rollout
+
+MEMKILN = str(Path(sys.executable).with_name("memkiln"))
+
+#: (remote, cwd) of the projects of the archive below.
+PROJECTS = [
+    ("git@github.com:a/b.git", "/path/to/cwd"),
+    ("https://github.com/acme/shop", "/home/dev/shop"),
+    ("https://github.com/acme/shopfront.git", "/home/dev/front"),
+    (None, "/home/dev/bigbox"),
+]
+
+
+def memkiln(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_")}
+    return subprocess.run([MEMKILN, *args], capture_output=True, text=True, timeout=300, env=env)
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """``(db, out)`` after ``memkiln run`` over two sessions of each project."""
+    root = tmp_path_factory.mktemp("status")
+    archive, db, out = root / "archive", root / "m.duckdb", root / "memories"
+    start = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
+    n = 0
+    for remote, cwd in PROJECTS:
+        for _ in range(2):
+            at = start + timedelta(hours=n)
+            lines = codex_lines(
+                uid(n), request=f"Task {n}: please always run the linter first", at=at,
+                cwd=cwd, remote=remote, calls=[("npm test", "Exit code: 1\nOutput:\nfailed")],
+            )  # fmt: skip
+            write_rollout(archive, uid(n), lines, at)
+            n += 1
+    result = memkiln(
+        "run", "--archive", str(archive), "--db", str(db), "--out", str(out), "--backfill",
+        "--no-prefect", "--no-progress",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    return db, out
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "https://github.com/a/b",
+        "https://github.com/a/b.git",
+        "git@github.com:a/b.git",
+        "git@github.com:a/b",
+        "github.com/a/b",
+        "/path/to/cwd/",
+        "/path/to/cwd",
+        "b",
+    ],
+)
+def test_show_finds_a_project_by_any_form_of_its_remote_its_cwd_or_its_name(
+    store: tuple[Path, Path], name: str
+) -> None:
+    db, out = store
+    expected = next(out.glob("github.com-a-b-*/memory_summary.md")).read_text(encoding="utf-8")
+    result = memkiln("show", name, "--db", str(db), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == expected
+
+
+def test_show_of_a_project_without_remote_by_its_cwd_or_name(store: tuple[Path, Path]) -> None:
+    db, out = store
+    outputs = {
+        memkiln("show", name, "--db", str(db), "--out", str(out)).stdout
+        for name in ("/home/dev/bigbox/", "bigbox", "BIGBOX")
+    }
+    assert len(outputs) == 1 and outputs.pop().startswith("v1")
+
+
+def test_an_ambiguous_name_is_one_line_listing_the_candidates_and_exit_2(
+    store: tuple[Path, Path],
+) -> None:
+    db, out = store
+    result = memkiln("show", "sho", "--db", str(db), "--out", str(out))
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "ambiguous" in result.stderr
+    assert "github.com/acme/shop," in result.stderr and "github.com/acme/shopfront" in result.stderr
+    assert result.stdout == ""
+
+
+def test_an_unknown_name_is_one_line_with_candidates_and_exit_2(store: tuple[Path, Path]) -> None:
+    db, out = store
+    result = memkiln("show", "github.com/acme/shoq", "--db", str(db), "--out", str(out))
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "no project matches" in result.stderr and "github.com/acme/shop" in result.stderr
+
+
+def test_status_prints_tables_of_jobs_runs_projects_and_failures(store: tuple[Path, Path]) -> None:
+    db, _ = store
+    result = memkiln("status", "--db", str(db))
+    assert result.returncode == 0, result.stderr
+    for title in ("jobs", "last 5 runs", "projects (4 of 4)", "top failure reasons"):
+        assert title in result.stdout
+    assert "rollouts: 8" in result.stdout
+    assert "github.com/a/b" in result.stdout
+    assert "shape:" not in result.stdout  # not a Polars repr
+
+
+def test_status_json_is_one_object_with_every_section(store: tuple[Path, Path]) -> None:
+    db, _ = store
+    result = memkiln("status", "--json", "--db", str(db))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["tables"]["rollouts"] == 8
+    assert sum(report["jobs"]["extract"].values()) == 8
+    assert report["jobs"]["consolidate"] == {"succeeded": 4}
+    assert report["projects"]["count"] == 4
+    assert report["runs"][0]["command"] == "run" and report["runs"][0]["status"] == "succeeded"
+    assert report["failures"] == []
+
+
+def test_projects_lists_every_project_as_a_table_or_json(store: tuple[Path, Path]) -> None:
+    db, _ = store
+    table = memkiln("projects", "--db", str(db))
+    assert table.returncode == 0, table.stderr
+    assert "4 projects" in table.stdout and "/home/dev/bigbox" in table.stdout
+    rows = json.loads(memkiln("projects", "--json", "--db", str(db)).stdout)
+    assert sorted(r["project_key"] for r in rows) == [
+        "/home/dev/bigbox",
+        "github.com/a/b",
+        "github.com/acme/shop",
+        "github.com/acme/shopfront",
+    ]
+    assert all(r["sessions"] == 2 and r["memories"] == 2 for r in rows)
