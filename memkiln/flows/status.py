@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from memkiln.errors import ConfigError
+from memkiln.io.jobs import selection_reasons
 from memkiln.io.snapshot import connect, snapshot_path
 from memkiln.io.store import fetch_pl, sql, table_counts
 from memkiln.transforms.lookup import match_project
@@ -55,6 +56,9 @@ def status_report(db: Path) -> dict[str, Any]:
             },
             "runs": _rows(fetch_pl(con, sql("status_runs"), {"limit": STATUS_RUNS})),
             "failures": _rows(fetch_pl(con, sql("status_failures"), {"limit": STATUS_FAILURES})),
+            "selection": [
+                {"decision": d, "reason": r, "sessions": n} for d, r, n in selection_reasons(con)
+            ],
         }
     finally:
         con.close()
@@ -134,6 +138,14 @@ def print_status(report: dict[str, Any], console: Console) -> None:
     if not report["failures"]:
         failures.add_row("", "none", "", "")
     console.print(failures)
+    selection = Table(title="selection reasons")
+    for column in ("decision", "reason", "sessions"):
+        selection.add_column(column, justify="right" if column == "sessions" else "left")
+    for row in report["selection"]:
+        selection.add_row(row["decision"], row["reason"], f"{row['sessions']:,}")
+    if not report["selection"]:
+        selection.add_row("", "no selection yet", "")
+    console.print(selection)
 
 
 def _project_table(rows: list[dict[str, Any]], title: str) -> Table:

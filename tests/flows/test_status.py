@@ -110,7 +110,8 @@ def test_status_prints_tables_of_jobs_runs_projects_and_failures(store: tuple[Pa
     db, _ = store
     result = memkiln("status", "--db", str(db))
     assert result.returncode == 0, result.stderr
-    for title in ("jobs", "last 5 runs", "projects (4 of 4)", "top failure reasons"):
+    titles = ("jobs", "last 5 runs", "projects (4 of 4)", "top failure reasons")
+    for title in (*titles, "selection reasons"):
         assert title in result.stdout
     assert "rollouts: 8" in result.stdout
     assert "github.com/a/b" in result.stdout
@@ -128,6 +129,9 @@ def test_status_json_is_one_object_with_every_section(store: tuple[Path, Path]) 
     assert report["projects"]["count"] == 4
     assert report["runs"][0]["command"] == "run" and report["runs"][0]["status"] == "succeeded"
     assert report["failures"] == []
+    # every session is accounted for by the latest selection, with its reason
+    assert sum(row["sessions"] for row in report["selection"]) == 8
+    assert all(row["decision"] and row["reason"] for row in report["selection"])
 
 
 def test_projects_lists_every_project_as_a_table_or_json(store: tuple[Path, Path]) -> None:
