@@ -92,9 +92,7 @@ def secretlint_cases(corpus: Path) -> tuple[list[Case], list[Case]]:
         text = inputs[0].read_text(encoding="utf-8", errors="replace")
         messages = json.loads(output.read_text(encoding="utf-8")).get("messages", [])
         if case_dir.name.startswith("ng."):
-            secrets = tuple(
-                text[m["range"][0] : m["range"][1]] for m in messages if m.get("range")
-            )
+            secrets = tuple(text[m["range"][0] : m["range"][1]] for m in messages if m.get("range"))
             secrets = tuple(s for s in secrets if s.strip())
             if secrets:
                 positive.append(Case(family, text, secrets))
