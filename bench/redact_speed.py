@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         child(args.phase, args.variant, args.archive)
         return 0
 
-    archive = ensure_archive(args.work, args.mb).root
+    archive = ensure_archive(args.work, args.mb).path
     print(f"archive {archive}")
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
     for phase in ("redact", "ingest"):

@@ -146,7 +146,7 @@ def test_benign_list_comes_through_byte_identical(rules: RuleSet) -> None:
 )
 def test_recall_on_kingfisher_examples_does_not_fall() -> None:
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "bench"))
-    import secrets as bench  # bench/secrets.py
+    import secret_recall as bench  # bench/secret_recall.py
 
     cases, _ = bench.kingfisher_cases(SECRETS_CORPUS)
     hits = bench.caught(cases, bench.memkiln_redact([c.text for c in cases]))

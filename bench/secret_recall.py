@@ -1,20 +1,22 @@
 """Recall of memkiln's redaction on public secret-scanner test data, beside detect-secrets.
 
+(Not named bench/secrets.py: with bench/ on sys.path that name would shadow the standard
+library's ``secrets``, which DuckDB imports.)
+
 Two sets, neither of them memkiln's nor its engine's own:
 
 * **Kingfisher rule examples** (MongoDB's scanner; ``data/rules/*.yml`` of its repository): every
   rule carries ``examples:``. The examples scored are those of visible rules (helper rules marked
   ``visible: false`` and rules categorised ``identifier`` or ``domain`` left out) whose secret
   the rule's own pattern captures (its first capture group, else the whole match) with the regex
-  engine Polars uses. The engine memkiln uses (the ``kingfisher-secret-scanner`` package) ships
-  the betterleaks and veles rule sets, not these rules, so this is not the engine grading itself.
+  engine Polars uses. memkiln's rules (secret_rules.toml) are its own, not these.
 * **secretlint's snapshot cases**: every ``ng.*`` case (must be reported) of its rule packages;
   the secrets are the spans its expected ``output.json`` reports. ``ok.*`` cases (must not be
   reported) are scored for false positives: the share of them redaction changes at all.
 
 A secret counts as caught when, after redaction, the secret string no longer occurs in the text.
 
-    .venv/bin/python bench/secrets.py [--corpus ../shared/corpus/secrets] [--families]
+    .venv/bin/python bench/secret_recall.py [--corpus ../shared/corpus/secrets] [--families]
 
 detect-secrets (``pip install detect-secrets``) is optional: without it its column is empty.
 """
