@@ -117,12 +117,16 @@ def parse_context_rule(raw: Any, *, source: str) -> ContextRule:
     if not isinstance(keywords, list) or not all(isinstance(k, str) and k for k in keywords):
         raise ValueError(f"{where}: keywords must be a list of literal strings")
     by_length = sorted(keywords, key=len, reverse=True)
+    # spelled lower / Capitalised / UPPER rather than (?i:...): a few dozen literals keep the
+    # regex engine's literal prefilter on
     lower = "|".join(re.escape(k) for k in by_length)
     glued = "|".join(re.escape(v) for k in by_length for v in (k.capitalize(), k.upper()))
-    # a key word starts a word, or follows a lower-case letter or digit capitalised
-    # (clientSecret, signupgeniusKEY); it is not followed by a lower-case letter (keyboard)
+    # a key word starts a word, or follows a lower-case letter or digit Capitalised or in UPPER
+    # case (clientSecret, signupgeniusKEY); the window then starts with neither a letter nor a
+    # digit (keyboard, PATCH, key words inside a base64 blob)
     pattern = (
-        f"((?:(?:^|[^A-Za-z0-9])(?i:{lower})|[a-z0-9](?:{glued})){raw['window']})({raw['value']})"
+        f"((?:(?:^|[^A-Za-z0-9])(?:{lower}|{glued})|[a-z0-9](?:{glued}))"
+        f"{raw['window']})({raw['value']})"
     )
     try:
         dtype = pl.Series([""], dtype=pl.String).str.extract_groups(pattern).dtype
@@ -153,6 +157,10 @@ def _confirmed(series: pl.Series, rule: ContextRule, marker: str) -> dict[str, s
     candidates = series.filter(
         series.str.contains_any(list(rule.prefilter), ascii_case_insensitive=True)
     )
+    if candidates.is_empty():
+        return {}
+    # the whole pattern as a filter first: cheap, and few rows pass it
+    candidates = candidates.filter(candidates.str.contains(rule.pattern))
     if candidates.is_empty():
         return {}
     spans = candidates.str.extract_all(rule.pattern).explode().drop_nulls().unique()
@@ -190,6 +198,7 @@ def context_hits(series: pl.Series, rules: tuple[ContextRule, ...], marker: str)
     for rule in rules:
         found = _confirmed(series, rule, marker)
         if found:
-            spans = series.str.extract_all(rule.pattern).explode().drop_nulls()
+            rows = series.filter(series.str.contains(rule.pattern))
+            spans = rows.str.extract_all(rule.pattern).explode().drop_nulls()
             hits[rule.id] = int(spans.is_in(list(found)).sum())
     return hits
