@@ -44,6 +44,7 @@ class ContextRule:
     description: str
     pattern: str
     prefilter: tuple[str, ...]  # literal keywords, ASCII case-insensitive
+    row_filter: str  # key word literals, window, value: no boundary check, but literal-led
     min_length: int
     min_entropy: float
     letters_only_min_length: int
@@ -128,6 +129,7 @@ def parse_context_rule(raw: Any, *, source: str) -> ContextRule:
         f"((?:(?:^|[^A-Za-z0-9])(?:{lower}|{glued})|[a-z0-9](?:{glued}))"
         f"{raw['window']})({raw['value']})"
     )
+    row_filter = f"(?:{lower}|{glued}){raw['window']}{raw['value']}"
     try:
         dtype = pl.Series([""], dtype=pl.String).str.extract_groups(pattern).dtype
     except pl.exceptions.ComputeError as err:
@@ -139,6 +141,7 @@ def parse_context_rule(raw: Any, *, source: str) -> ContextRule:
         description=str(raw.get("description", "")),
         pattern=pattern,
         prefilter=tuple(k.lower() for k in keywords),
+        row_filter=row_filter,
         min_length=int(raw["min_length"]),
         min_entropy=float(raw["min_entropy"]),
         letters_only_min_length=int(raw["letters_only_min_length"]),
@@ -159,8 +162,9 @@ def _confirmed(series: pl.Series, rule: ContextRule, marker: str) -> dict[str, s
     )
     if candidates.is_empty():
         return {}
-    # the whole pattern as a filter first: cheap, and few rows pass it
-    candidates = candidates.filter(candidates.str.contains(rule.pattern))
+    # then the pattern without its leading boundary: it starts with literals, so the regex
+    # engine's prefilter skips most of the text; few rows pass it
+    candidates = candidates.filter(candidates.str.contains(rule.row_filter))
     if candidates.is_empty():
         return {}
     spans = candidates.str.extract_all(rule.pattern).explode().drop_nulls().unique()
@@ -198,7 +202,7 @@ def context_hits(series: pl.Series, rules: tuple[ContextRule, ...], marker: str)
     for rule in rules:
         found = _confirmed(series, rule, marker)
         if found:
-            rows = series.filter(series.str.contains(rule.pattern))
+            rows = series.filter(series.str.contains(rule.row_filter))
             spans = rows.str.extract_all(rule.pattern).explode().drop_nulls()
             hits[rule.id] = int(spans.is_in(list(found)).sum())
     return hits
