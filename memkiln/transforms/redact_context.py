@@ -120,13 +120,17 @@ def parse_context_rule(raw: Any, *, source: str) -> ContextRule:
     by_length = sorted(keywords, key=len, reverse=True)
     # spelled lower / Capitalised / UPPER rather than (?i:...): a few dozen literals keep the
     # regex engine's literal prefilter on
-    lower = "|".join(re.escape(k) for k in by_length)
-    glued = "|".join(re.escape(v) for k in by_length for v in (k.capitalize(), k.upper()))
+    lower = "|".join(re.escape(k.lower()) for k in by_length)
+    # keywords are spelled as given, Capitalised and UPPER (APIKey is given as such)
+    capital = "|".join(re.escape(v) for v in dict.fromkeys(
+        v for k in by_length for v in (k[0].upper() + k[1:], k.capitalize())))  # fmt: skip
+    upper = "|".join(re.escape(k.upper()) for k in by_length)
+    glued = f"{capital}|{upper}"
     # a key word starts a word, or follows a lower-case letter or digit Capitalised or in UPPER
     # case (clientSecret, signupgeniusKEY); the window then starts with neither a letter nor a
     # digit (keyboard, PATCH, key words inside a base64 blob)
     pattern = (
-        f"((?:(?:^|[^A-Za-z0-9])(?:{lower}|{glued})|[a-z0-9](?:{glued}))"
+        f"((?:(?:^|[^A-Za-z0-9])(?:{lower}|{glued})|[A-Za-z0-9](?:{capital})|[a-z0-9](?:{upper}))"
         f"{raw['window']})({raw['value']})"
     )
     row_filter = f"(?:{lower}|{glued}){raw['window']}{raw['value']}"

@@ -151,4 +151,4 @@ def test_recall_on_kingfisher_examples_does_not_fall() -> None:
     cases, _ = bench.kingfisher_cases(SECRETS_CORPUS)
     hits = bench.caught(cases, bench.memkiln_redact([c.text for c in cases]))
     assert len(cases) >= 1300
-    assert sum(hits) / len(hits) >= 0.74  # measured 74.8% (bench/RESULTS.md); the goal is 97%
+    assert sum(hits) / len(hits) >= 0.76  # measured 77.1% (bench/RESULTS.md); the goal is 97%
