@@ -770,6 +770,38 @@ def render_input(
         err.print(f"{facts['quarantined_lines']} unreadable line(s) were skipped", highlight=False)
 
 
+@app.command("redact")
+def redact(
+    files: Annotated[
+        list[Path] | None,
+        typer.Argument(
+            help="Files to redact, in order; none (or -) reads stdin.", show_default=False
+        ),
+    ] = None,
+    stats: Annotated[
+        bool, typer.Option("--stats", help="Print the hits per rule to stderr.")
+    ] = False,
+) -> None:
+    """Write FILE... (or stdin) to stdout with every secret replaced by [REDACTED_SECRET].
+
+    The same rules as ingest: scrub a log or a transcript before pasting it anywhere.
+    """
+    from memkiln.io.scrub import redact_streams
+    from memkiln.transforms.redact import load_rules
+
+    missing = [p for p in files or [] if str(p) != "-" and not p.is_file()]
+    if missing:
+        raise typer.BadParameter(f"no such file: {missing[0]}", param_hint="FILE")
+    hits = redact_streams(
+        files or [], stdin=sys.stdin.buffer, stdout=sys.stdout.buffer, rules=load_rules()
+    )
+    if stats:
+        err = Console(stderr=True)
+        for rule_id, n in hits.most_common():
+            err.print(f"{n:8,}  {rule_id}", highlight=False)
+        err.print(f"{sum(hits.values()):8,}  secrets redacted", highlight=False)
+
+
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
 
 

@@ -59,6 +59,13 @@ from typing import Any, Literal, get_args
 import polars as pl
 from polars.exceptions import ComputeError
 
+from memkiln.transforms.redact_context import (
+    ContextRule,
+    context_hits,
+    parse_context_rule,
+    redact_context_series,
+)
+
 __all__ = [
     "REDACTED",
     "Pass",
@@ -82,7 +89,7 @@ _RULES_RESOURCE = "secret_rules.toml"
 _RULE_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _FRAGMENT_REF = re.compile(r"\{\{([a-z_][a-z0-9_]*)\}\}")
 _RULE_KEYS = frozenset({"id", "pass", "description", "regex"})
-_TOP_KEYS = frozenset({"fragments", "rules"})
+_TOP_KEYS = frozenset({"fragments", "rules", "context"})
 # Text a rule must leave alone: what redaction itself produces, in the contexts rules look at.
 _ALREADY_REDACTED: tuple[str, ...] = (
     REDACTED,
@@ -134,10 +141,11 @@ class RuleSet:
     passes: tuple[Pass, ...]
     any_pattern: str  # every rule in one alternation: flags rows, counts leftovers
     source: str
+    context: tuple[ContextRule, ...] = ()  # entropy-gated keyword rules, after the passes
 
     @property
     def rule_ids(self) -> tuple[str, ...]:
-        return tuple(rule.id for rule in self.rules)
+        return tuple(rule.id for rule in self.rules) + tuple(rule.id for rule in self.context)
 
 
 # -- loading ---------------------------------------------------------------------------------
@@ -188,6 +196,7 @@ def _parse_rules(text: str, *, source: str) -> RuleSet:
         passes=tuple(_build_pass(name, rules) for name in PASS_ORDER if _in_pass(name, rules)),
         any_pattern=_alternation(rule.pattern for rule in rules),
         source=source,
+        context=tuple(parse_context_rule(raw, source=source) for raw in data.get("context", [])),
     )
     _check_combined(rule_set)
     return rule_set
@@ -349,6 +358,13 @@ def redact_expr(expr: pl.Expr, *, rules: RuleSet, unescape: bool = True) -> pl.E
         expr = unescape_expr(expr)
     for rule_pass in rules.passes:
         expr = expr.str.replace_all(rule_pass.pattern, rule_pass.replacement)
+    if rules.context:
+        context = rules.context
+        expr = expr.map_batches(
+            lambda s: redact_context_series(s, context, REDACTED),
+            return_dtype=pl.String,
+            is_elementwise=True,
+        )
     return expr
 
 
@@ -401,15 +417,35 @@ def rule_hit_counts(lf: pl.LazyFrame, *, column: str, rules: RuleSet) -> pl.Lazy
             for rule, here in zip(rules.rules, in_pass, strict=True)
         ),
     )
+    counted = spans.select(rule_id=rule_id).drop_nulls().group_by("rule_id").agg(hits=pl.len())
+    if rules.context:
+        after = lf.select(text=pl.col(column))
+        for rule_pass in rules.passes:
+            after = after.with_columns(
+                text.str.replace_all(rule_pass.pattern, rule_pass.replacement)
+            )
+        context = rules.context
+
+        def count_context(frame: pl.DataFrame) -> pl.DataFrame:
+            found = context_hits(frame["text"].drop_nulls(), context, REDACTED)
+            return pl.DataFrame(
+                {"rule_id": list(found), "hits": list(found.values())},
+                schema={"rule_id": pl.String, "hits": pl.UInt32},
+            )
+
+        counted = pl.concat(
+            [
+                counted.cast({"hits": pl.UInt32}),
+                after.map_batches(count_context, schema={"rule_id": pl.String, "hits": pl.UInt32}),
+            ]
+        )
     order = pl.LazyFrame(
-        {"rule_id": list(rules.rule_ids), "order": list(range(len(rules.rules)))},
+        {"rule_id": list(rules.rule_ids), "order": list(range(len(rules.rule_ids)))},
         schema={"rule_id": pl.String, "order": pl.Int64},
     )
     return (
-        spans.select(rule_id=rule_id)
-        .drop_nulls()
-        .group_by("rule_id")
-        .agg(hits=pl.len().cast(pl.Int64))
+        counted.group_by("rule_id")
+        .agg(hits=pl.col("hits").sum().cast(pl.Int64))
         .join(order, on="rule_id")
         .sort("order")
         .drop("order")

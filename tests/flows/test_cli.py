@@ -195,6 +195,7 @@ def test_consolidating_a_project_that_matches_nothing_says_so(
 #: Options that are not settings: what one invocation acts on or prints.
 NOT_SETTINGS = {"help", "project", "show_system", "as_json", "cron", "name", "config", "version"}
 NOT_SETTINGS |= {"report_file"}  # memkiln report --out: the HTML file it writes
+NOT_SETTINGS.add("stats")  # memkiln redact --stats: what one invocation prints
 
 
 def test_every_option_of_every_command_is_a_setting_without_a_default_of_its_own() -> None:

@@ -1,0 +1,145 @@
+"""Throughput of redaction, before and after the entropy-gated keyword pass, in one run.
+
+"before" is the rule set without its ``[[context]]`` rules (the regex passes only), "after" the
+full rule set. Each measurement runs in its own child process, alternating before/after, on
+the same synthetic Codex archive (bench/synth.py):
+
+- redaction alone: every line of the archive through ``redact_expr`` (Polars, streaming
+  engine), in 64 MB batches, then the post-condition count (zero matches of the regex passes);
+- ingest: ``ingest_archive`` into a fresh DuckDB file (read, split, redact, parse, normalize,
+  write), as ``memkiln ingest`` does without Prefect.
+
+    .venv/bin/python bench/redact_speed.py [--mb 100] [--repeat 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import polars as pl
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))
+
+from synth import ensure_archive  # noqa: E402
+
+BATCH_BYTES = 64 * 1024 * 1024
+
+
+def _use_variant(variant: str) -> None:
+    from memkiln.transforms import redact
+
+    full = redact._default_rules()
+    if variant == "before":
+        before = dataclasses.replace(full, context=())
+        redact._default_rules = lambda: before  # type: ignore[assignment]
+
+
+def _redact_alone(archive: Path) -> dict[str, float]:
+    from memkiln.transforms.redact import load_rules, redact_expr, secret_count_expr
+
+    rules = load_rules()
+    files = sorted(archive.rglob("*.jsonl"))
+    total = 0
+    took = 0.0
+    left = 0
+    batch: list[str] = []
+    size = 0
+
+    def run(lines: list[str]) -> tuple[float, int]:
+        frame = pl.LazyFrame({"line": lines}, schema={"line": pl.String})
+        started = time.perf_counter()
+        out = frame.select(redact_expr(pl.col("line"), rules=rules)).collect(engine="streaming")
+        elapsed = time.perf_counter() - started
+        leftover = out.select(secret_count_expr(pl.col("line"), rules=rules).sum()).item()
+        return elapsed, int(leftover)
+
+    for path in files:
+        data = path.read_text(encoding="utf-8")
+        batch += data.splitlines()
+        size += len(data.encode())
+        total += len(data.encode())
+        if size >= BATCH_BYTES:
+            elapsed, leftover = run(batch)
+            took, left, batch, size = took + elapsed, left + leftover, [], 0
+    if batch:
+        elapsed, leftover = run(batch)
+        took, left = took + elapsed, left + leftover
+    return {"mb": total / 1e6, "s": took, "mb_s": total / 1e6 / took, "leftover": left}
+
+
+def _ingest(archive: Path) -> dict[str, float]:
+    from memkiln.flows.ingest import ingest_archive
+    from memkiln.settings import Settings
+
+    total = sum(p.stat().st_size for p in archive.rglob("*.jsonl"))
+    with tempfile.TemporaryDirectory() as tmp:
+        settings = Settings(
+            archive=archive, db=Path(tmp) / "m.duckdb", backfill=True, min_rollout_idle_hours=0
+        )
+        started = time.perf_counter()
+        summary = ingest_archive(settings)
+        took = time.perf_counter() - started
+    return {
+        "mb": total / 1e6,
+        "s": took,
+        "mb_s": total / 1e6 / took,
+        "secrets": float(sum(summary.hits.values())),
+    }
+
+
+def child(phase: str, variant: str, archive: Path) -> None:
+    _use_variant(variant)
+    result = _redact_alone(archive) if phase == "redact" else _ingest(archive)
+    print(json.dumps(result))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mb", type=int, default=100, help="synthetic archive size (MiB)")
+    parser.add_argument("--repeat", type=int, default=2, help="runs per phase and variant")
+    parser.add_argument("--work", type=Path, default=HERE / "work")
+    parser.add_argument("--phase", choices=["redact", "ingest"], help=argparse.SUPPRESS)
+    parser.add_argument("--variant", choices=["before", "after"], help=argparse.SUPPRESS)
+    parser.add_argument("--archive", type=Path, help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.phase:
+        child(args.phase, args.variant, args.archive)
+        return 0
+
+    archive = ensure_archive(args.work, args.mb).path
+    print(f"archive {archive}")
+    results: dict[tuple[str, str], list[dict[str, float]]] = {}
+    for phase in ("redact", "ingest"):
+        for _ in range(args.repeat):
+            for variant in ("before", "after"):
+                out = subprocess.run(
+                    [sys.executable, __file__, "--phase", phase, "--variant", variant,
+                     "--archive", str(archive)],
+                    check=True, capture_output=True, text=True,
+                )  # fmt: skip
+                row = json.loads(out.stdout.strip().splitlines()[-1])
+                results.setdefault((phase, variant), []).append(row)
+                print(f"{phase:7} {variant:6} " + " ".join(f"{k}={v:,.1f}" for k, v in row.items()))
+    print("\nphase   variant  best MB/s  runs")
+    for (phase, variant), rows in results.items():
+        best = max(r["mb_s"] for r in rows)
+        runs = ", ".join(f"{r['mb_s']:.1f}" for r in rows)
+        print(f"{phase:7} {variant:7} {best:9.1f}  {runs}")
+    for phase in ("redact", "ingest"):
+        before = max(r["mb_s"] for r in results[(phase, "before")])
+        after = max(r["mb_s"] for r in results[(phase, "after")])
+        print(f"{phase}: after/before = {after / before:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,79 @@
+"""``memkiln redact``: scrub stdin or files to stdout with the rule set ingest uses.
+
+Users scrub a log or a transcript before pasting it anywhere. The text is redacted in chunks of
+whole lines (a private-key block inside a chunk is found whole), with the same Polars
+expression as ingest, so what the command removes is exactly what memkiln would have removed.
+Bytes that are not valid UTF-8 are written as U+FFFD. JSON escapes are not decoded here: the
+output is the input, byte for byte, except the secrets.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+import polars as pl
+
+from memkiln.transforms.redact import RuleSet, redact_expr, rule_hit_counts
+
+__all__ = ["CHUNK_BYTES", "redact_chunks", "redact_streams"]
+
+#: Text redacted per Polars call: whole lines, cut at a blank line when one is near.
+CHUNK_BYTES = 8 << 20
+
+
+def _chunks(stream: BinaryIO, size: int) -> Iterator[bytes]:
+    """Pieces of ``stream`` of about ``size`` bytes that end at a line break (or the end)."""
+    rest = b""
+    while True:
+        block = stream.read(size)
+        if not block:
+            if rest:
+                yield rest
+            return
+        data = rest + block
+        cut = data.rfind(b"\n\n")  # between paragraphs: never inside a key block
+        if cut < len(data) // 2:
+            cut = data.rfind(b"\n")
+        if cut < 0:
+            rest = data
+            continue
+        yield data[: cut + 1]
+        rest = data[cut + 1 :]
+
+
+def redact_chunks(chunks: Iterable[str], *, rules: RuleSet) -> Iterator[tuple[str, Counter[str]]]:
+    """Each chunk redacted, with the hits per rule it produced."""
+    for chunk in chunks:
+        frame = pl.DataFrame({"text": [chunk]}, schema={"text": pl.String})
+        redacted = frame.select(redact_expr(pl.col("text"), rules=rules, unescape=False)).item()
+        hits: Counter[str] = Counter()
+        if redacted != chunk:
+            for rule_id, n in (
+                rule_hit_counts(frame.lazy(), column="text", rules=rules).collect().iter_rows()
+            ):
+                hits[rule_id] += n
+        yield redacted, hits
+
+
+def redact_streams(
+    files: Iterable[Path], *, stdin: BinaryIO, stdout: BinaryIO, rules: RuleSet
+) -> Counter[str]:
+    """Redact every file in order (stdin when there is none) to ``stdout``; hits per rule."""
+    total: Counter[str] = Counter()
+    paths = list(files)
+    sources: list[Path | None] = list(paths) if paths else [None]
+    for path in sources:
+        stream = stdin if path is None or str(path) == "-" else path.open("rb")
+        try:
+            texts = (c.decode("utf-8", errors="replace") for c in _chunks(stream, CHUNK_BYTES))
+            for redacted, hits in redact_chunks(texts, rules=rules):
+                stdout.write(redacted.encode("utf-8"))
+                total.update(hits)
+        finally:
+            if stream is not stdin:
+                stream.close()
+    stdout.flush()
+    return total
