@@ -544,8 +544,10 @@ def _apply_batches(
             prompt_version=STAGE_ONE_PROMPT_VERSION,
             retry_delay=timedelta(hours=settings.retry_delay_hours),
             rules=rules,
+            # in the same transaction: a batch is applied exactly once, even if the run is
+            # killed while its outcomes are written
+            also=mark_applied,
         )
-        mark_applied(cur)
     outcomes = Counter(summary.outcomes)
     for f in finished:
         r = f.result

@@ -7,6 +7,7 @@ Only one process can hold the DuckDB file, so when a run starts, every job still
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -192,8 +193,10 @@ def finish_many(
     prompt_version: str,
     retry_delay: timedelta,
     rules: RuleSet,
+    also: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
 ) -> None:
-    """Record outcomes, job states and outputs of several attempts in one transaction.
+    """Record outcomes, job states and outputs of several attempts in one transaction
+    (with ``also``'s statements, when given: what must be written with them or not at all).
 
     Every text (the model's answer, failure details) is redacted again here, in one
     vectorized pass, before it is written.
@@ -207,6 +210,8 @@ def finish_many(
     is unreachable, the key is refused, the model does not exist).
     """
     if not done:
+        if also is not None:
+            also(con)
         return
     at = now()
     frame = pl.DataFrame(
@@ -254,6 +259,8 @@ def finish_many(
         ):
             text = sql(name)
             con.execute(text, {k: v for k, v in params.items() if f"${k}" in text})
+        if also is not None:
+            also(con)
 
 
 def uncharge(con: duckdb.DuckDBPyConnection, rollout_ids: list[str]) -> int:

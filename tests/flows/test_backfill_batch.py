@@ -7,7 +7,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import duckdb
+import pytest
 
+import memkiln.flows.extract as extract_flow
 from memkiln.flows.backfill import backfill_job
 from memkiln.settings import Settings
 from tests.fake_openai import FakeOpenAI, Reply
@@ -59,3 +61,36 @@ def test_a_backfill_through_the_batch_api_completes_over_several_runs(
     usage = rows(s.db, "select backend, requests from model_usage where phase = 'extract'")
     assert usage and all(backend == "openai-batch" for backend, _ in usage)
     assert (tmp_path / "memories" / "INDEX.md").is_file()
+
+
+def test_a_batch_whose_outcomes_fail_to_be_written_is_applied_once_by_the_next_run(
+    tmp_path: Path, sample_archive: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the outcomes of an ended batch and its 'applied' mark are one transaction: a run that
+    # dies between the two (here: the mark raises) records nothing, and the next run applies
+    # the batch once, so no attempt is recorded twice
+    s = Settings(
+        archive=sample_archive, db=tmp_path / "m.duckdb", out=tmp_path / "memories",
+        backend="openai-batch", base_url=fake_openai.base_url, model="gpt-4.1-mini",
+        min_rollout_idle_hours=0, max_retries=0, request_timeout_s=10, progress=False,
+        prefect=False,
+    )  # fmt: skip
+    fake_openai.batch_polls_in_progress = 0
+    first = backfill_job(s)
+    assert first.extract.batched == 6
+
+    def dies(con: duckdb.DuckDBPyConnection) -> None:
+        raise RuntimeError("killed while the batch's outcomes were written")
+
+    monkeypatch.setattr(extract_flow, "mark_applied", dies)
+    with pytest.raises(RuntimeError):
+        backfill_job(s)
+    assert rows(s.db, "select count(*) from stage1_attempts") == [(0,)]
+    assert rows(s.db, "select status from stage1_batches") != [("applied",)]
+    monkeypatch.undo()
+    backfill_job(s)
+    assert rows(s.db, "select status from stage1_batches") == [("applied",)]
+    per_session = rows(s.db, "select rollout_id, count(*) from stage1_attempts group by all")
+    assert len(per_session) == 6 and all(n == 1 for _, n in per_session)
+    jobs = dict(rows(s.db, "select status, count(*) from stage1_jobs group by all"))
+    assert jobs == {"succeeded": 6}
