@@ -53,8 +53,12 @@ def test_every_view_returns_rows_on_the_sample_database(con: duckdb.DuckDBPyConn
     ]
     assert set(NEW_VIEWS) <= set(views)
     empty = [v for v in views if one(con, f"select count(*) from {v}") == 0]
-    # the sample archive has no unreadable input: quarantine views are tested below
-    assert empty == ["v_quarantine_by_reason"]
+    assert empty == []
+    # the sample archive has no unreadable input: every reason is listed, at 0
+    zero = con.execute(
+        "select count(*), sum(entries) from v_quarantine_by_reason where path = '(all files)'"
+    ).fetchone()
+    assert zero == (9, 0)
 
 
 def test_v_quarantine_by_reason_returns_the_bad_lines_of_an_archive(tmp_path: Path) -> None:
@@ -76,11 +80,21 @@ def test_v_quarantine_by_reason_returns_the_bad_lines_of_an_archive(tmp_path: Pa
     con = duckdb.connect(str(db), read_only=True)
     try:
         reasons = {
-            r[0] for r in con.execute("select reason from v_quarantine_by_reason").fetchall()
+            r[0]
+            for r in con.execute(
+                "select reason from v_quarantine_by_reason where path <> '(all files)'"
+            ).fetchall()
         }
+        totals = dict(
+            con.execute(
+                "select reason, entries from v_quarantine_by_reason where path = '(all files)'"
+            ).fetchall()
+        )
     finally:
         con.close()
     assert reasons == {"invalid_json", "not_an_object"}
+    assert totals["invalid_json"] == 1 and totals["not_an_object"] == 1
+    assert totals["truncated_line"] == 0 and len(totals) == 9
 
 
 def test_v_sessions_daily_counts_every_session_once_per_day_project_and_source(
