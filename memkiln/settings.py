@@ -311,7 +311,7 @@ def openai_api_key(settings: Options) -> str:
     key = os.environ.get("OPENAI_API_KEY")
     if key:
         return key
-    if settings.base_url is None:
+    if settings.base_url is None and not settings.dry_run:  # a dry run sends nothing
         raise ConfigError(
             "the openai backend needs OPENAI_API_KEY (or --base-url for a local server)"
         )

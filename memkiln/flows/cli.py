@@ -10,6 +10,7 @@ Prefect is only started by the commands that run a flow, after the store is held
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -170,6 +171,10 @@ def _prefect_defaults() -> None:
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
     os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
+    # Prefect creates its home at import, without parents, and warns when it cannot (also
+    # under --no-prefect); a home that cannot be made is reported when a flow needs it
+    with contextlib.suppress(OSError):
+        Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)
 
 
 def _prefect_environment() -> None:

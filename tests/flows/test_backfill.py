@@ -292,3 +292,27 @@ def test_the_backfill_command_dry_runs_as_json_then_backfills(
     assert real.returncode == 0, real.stderr
     assert "memkiln extract" in real.stdout
     assert fake_openai.count("/chat/completions") == 6  # 5 sessions, 1 project
+
+
+def test_a_dry_run_of_the_openai_backend_needs_no_key_and_prints_no_prefect_warning(
+    tmp_path: Path,
+) -> None:
+    # planning a backfill's cost comes before having a key; --no-prefect with a MEMKILN_HOME
+    # whose folder does not exist yet printed Prefect's "Failed to create the Prefect home"
+    make_archive(tmp_path / "archive", 3)
+    env = {"OPENAI_API_KEY": "", "MEMKILN_HOME": str(tmp_path / "not" / "yet")}
+    dry = memkiln(
+        "backfill", "--archive", str(tmp_path / "archive"), "--db", str(tmp_path / "m.duckdb"),
+        "--out", str(tmp_path / "memories"), "--backend", "openai", "--model", "gpt-4.1-mini",
+        "--min-idle-hours", "0", "--no-progress", "--no-prefect", "--dry-run", "--json",
+        env=env,
+    )  # fmt: skip
+    assert dry.returncode == 0, dry.stderr
+    assert json.loads(dry.stdout)["sessions_to_do"] == 3
+    assert "Prefect home" not in dry.stderr
+    # the real run still needs the key
+    real = memkiln(
+        "backfill", "--archive", str(tmp_path / "archive"), "--db", str(tmp_path / "m.duckdb"),
+        "--backend", "openai", "--no-prefect", env=env,
+    )  # fmt: skip
+    assert real.returncode == 2 and "OPENAI_API_KEY" in real.stderr
