@@ -62,16 +62,15 @@ from memkiln.transforms.estimate import (
 )
 from memkiln.transforms.filtering import filter_memory_items
 from memkiln.transforms.heuristic import RolloutFacts
-from memkiln.transforms.prompts import STAGE_ONE_PROMPT_VERSION, build_stage_one_input
-from memkiln.transforms.redact import RuleSet, load_rules, redact_expr, redact_text
-from memkiln.transforms.render import contents_by_rollout
+from memkiln.transforms.prompts import STAGE_ONE_PROMPT_VERSION
+from memkiln.transforms.redact import RuleSet, load_rules, redact_text
+from memkiln.transforms.render import stage_one_inputs
 from memkiln.transforms.selection import (
     NOT_ELIGIBLE,
     SelectionPolicy,
     run_wide_failure_limit,
     select_candidates,
 )
-from memkiln.transforms.tokens import stage_one_keep_chars
 
 
 @dataclass
@@ -152,8 +151,6 @@ def build_requests(
         con,
         "select rollout_id, path, cwd, updated_at from rollouts where rollout_id = any($ids)",
         {"ids": ids},
-    ).with_columns(
-        path=redact_expr(pl.col("path"), rules=rules), cwd=redact_expr(pl.col("cwd"), rules=rules)
     )
     items = fetch_pl(
         con,
@@ -162,8 +159,6 @@ def build_requests(
     )
     kept = filter_memory_items(items.lazy()).sort("rollout_id", "seq").collect()
     del items  # a large session's texts are held once, not twice
-    keep_chars = stage_one_keep_chars(settings.context_window)
-    contents = contents_by_rollout(kept.lazy(), rules=rules, keep_chars=keep_chars).collect()
     # each session's items as a slice of ``kept`` (sorted by session): no copy
     bounds = kept.group_by("rollout_id", maintain_order=True).agg(n=pl.len())
     offsets = bounds["n"].cum_sum() - bounds["n"]
@@ -172,25 +167,21 @@ def build_requests(
         for rid, offset, n in zip(bounds["rollout_id"], offsets, bounds["n"], strict=True)
     }
     empty = kept.clear()
-    table = meta.join(contents, on="rollout_id", how="left")
     requests = []
-    for rid, path, cwd, updated_at, body, omitted in table.select(
-        "rollout_id", "path", "cwd", "updated_at", "contents", "omitted_chars"
-    ).iter_rows():
-        prompt = build_stage_one_input(
-            rollout_path=path,
-            rollout_cwd=cwd,
-            rollout_contents=body or "",
-            context_window=settings.context_window,
-            max_output_tokens=settings.max_output_tokens,
-            omitted_chars=omitted or 0,
-        )
+    for row, prompt in stage_one_inputs(
+        meta,
+        kept.lazy(),
+        context_window=settings.context_window,
+        max_output_tokens=settings.max_output_tokens,
+        rules=rules,
+    ):
+        rid = row["rollout_id"]
         digest = hashlib.sha256(prompt.system.encode() + b"\0" + prompt.user.encode())
         requests.append(
             Request(
                 rollout_id=rid,
                 items=per_rollout.get((rid,), empty),
-                facts=RolloutFacts(rollout_id=rid, cwd=cwd, updated_at=updated_at),
+                facts=RolloutFacts(rollout_id=rid, cwd=row["cwd"], updated_at=row["updated_at"]),
                 prompt=prompt,
                 input_hash=digest.hexdigest(),
             )

@@ -16,36 +16,35 @@ from memkiln.transforms.lines import split_lines
 from memkiln.transforms.prompts import (
     STAGE_ONE_MAX_OUTPUT_TOKENS,
     StageOneInput,
-    build_stage_one_input,
 )
-from memkiln.transforms.redact import RuleSet, redact_text
-from memkiln.transforms.render import contents_by_rollout
-from memkiln.transforms.tokens import stage_one_keep_chars
+from memkiln.transforms.redact import RuleSet
+from memkiln.transforms.render import stage_one_inputs
 
 
 def stage_one_input(
     items: pl.DataFrame,
     *,
+    rollout_id: str,
     rollout_path: str,
     rollout_cwd: str | None,
     context_window: int | None,
     max_output_tokens: int = STAGE_ONE_MAX_OUTPUT_TOKENS,
     rules: RuleSet,
 ) -> StageOneInput:
-    """Filter, render (redacted again) and budget one rollout's items into its messages."""
-    contents = contents_by_rollout(
+    """Filter, render (redacted again) and budget one rollout's items into its messages,
+    with extraction's own builder (``stage_one_inputs``)."""
+    session = pl.DataFrame(
+        {"rollout_id": [rollout_id], "path": [rollout_path], "cwd": [rollout_cwd]},
+        schema={"rollout_id": pl.String, "path": pl.String, "cwd": pl.String},
+    )
+    ((_, built),) = stage_one_inputs(
+        session,
         filter_memory_items(items.lazy()),
-        rules=rules,
-        keep_chars=stage_one_keep_chars(context_window),
-    ).collect()
-    return build_stage_one_input(
-        rollout_path=redact_text(rollout_path, rules=rules),
-        rollout_cwd=redact_text(rollout_cwd, rules=rules) if rollout_cwd else None,
-        rollout_contents=contents["contents"][0] if contents.height else "",
-        omitted_chars=contents["omitted_chars"][0] if contents.height else 0,
         context_window=context_window,
         max_output_tokens=max_output_tokens,
+        rules=rules,
     )
+    return built
 
 
 def stage_one_input_for_file(
@@ -88,7 +87,8 @@ def stage_one_input_for_file(
     )
     result = stage_one_input(
         items,
-        rollout_path=str(path),
+        rollout_id=rollout["rollout_id"],
+        rollout_path=os.path.abspath(path),  # the path ingest stores, as extraction sends it
         rollout_cwd=rollout["cwd"],
         context_window=context_window,
         max_output_tokens=max_output_tokens,

@@ -1,10 +1,16 @@
-"""Kept items as compact JSON, one object per line: the ``rollout_contents`` a model reads."""
+"""Kept items as compact JSON, one object per line: the ``rollout_contents`` a model reads,
+and the stage-one messages built from them."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from typing import Any
+
 import polars as pl
 
+from memkiln.transforms.prompts import StageOneInput, build_stage_one_input
 from memkiln.transforms.redact import RuleSet, redact_expr
+from memkiln.transforms.tokens import stage_one_keep_chars
 
 #: An item's JSON beyond its text (its type, role, ids, quotes, the line end), estimated.
 ITEM_OVERHEAD_CHARS = 64
@@ -73,3 +79,38 @@ def contents_by_rollout(
     return contents.join(omitted, on="rollout_id", how="left").with_columns(
         pl.col("omitted_chars").fill_null(0).cast(pl.Int64)
     )
+
+
+def stage_one_inputs(
+    sessions: pl.DataFrame,
+    kept: pl.LazyFrame,
+    *,
+    context_window: int | None,
+    max_output_tokens: int,
+    rules: RuleSet,
+) -> Iterator[tuple[dict[str, Any], StageOneInput]]:
+    """The stage-one messages of ``sessions`` (``rollout_id, path, cwd`` and any other
+    columns, passed through) from their kept items: the one builder behind extraction and
+    ``render-input``, so what a user is shown is what a model is sent.
+
+    Yields each session's row, its path and cwd redacted with the current rules, and its
+    messages; a session without kept items gets empty contents.
+    """
+    keep_chars = stage_one_keep_chars(context_window)
+    contents = contents_by_rollout(kept, rules=rules, keep_chars=keep_chars).collect()
+    table = sessions.with_columns(
+        path=redact_expr(pl.col("path"), rules=rules), cwd=redact_expr(pl.col("cwd"), rules=rules)
+    ).join(contents, on="rollout_id", how="left")
+    for row in table.iter_rows(named=True):
+        body, omitted = row.pop("contents"), row.pop("omitted_chars")
+        yield (
+            row,
+            build_stage_one_input(
+                rollout_path=row["path"],
+                rollout_cwd=row["cwd"],
+                rollout_contents=body or "",
+                context_window=context_window,
+                max_output_tokens=max_output_tokens,
+                omitted_chars=omitted or 0,
+            ),
+        )

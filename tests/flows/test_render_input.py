@@ -11,9 +11,13 @@ from typing import Any
 
 import pytest
 
+from memkiln.flows.extract import extract_store
+from memkiln.flows.ingest import ingest_archive
 from memkiln.io.preview import stage_one_input_for_file
+from memkiln.settings import Settings
 from memkiln.transforms.redact import load_rules
 from memkiln.transforms.tokens import count_tokens
+from tests.fake_openai import FakeOpenAI
 
 
 def envelope(kind: str, payload: dict[str, Any], ts: str = "2026-02-01T10:00:00.000Z") -> str:
@@ -205,3 +209,36 @@ def test_every_corpus_rollout_renders(rollout_corpus: Path) -> None:
             continue
         assert result.truncation.tokens_after <= 180_880
     assert failures == []
+
+
+def test_render_input_shows_the_bytes_extraction_sends(
+    tmp_path: Path, fake_openai: FakeOpenAI, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # one builder behind both: the session given to render-input by a relative path (as a
+    # user types it) is shown with the absolute path ingest stores and extraction sends
+    archive = tmp_path / "archive"
+    name = "rollout-2026-02-01T10-00-00-019c1111-2222-7333-8444-555555555555.jsonl"
+    path = archive / "sessions" / name
+    path.parent.mkdir(parents=True)
+    path.write_text("\n".join(ROLLOUT) + "\n")
+    settings = Settings(
+        archive=archive, db=tmp_path / "m.duckdb", out=tmp_path / "memories",
+        backend="openai", base_url=fake_openai.base_url, model="gpt-4.1-mini",
+        min_rollout_idle_hours=0, backfill=True, progress=False, prefect=False,
+        context_window=20_000,
+    )  # fmt: skip
+    ingest_archive(settings)
+    extract_store(settings)
+    (sent,) = [
+        json.loads(r["body"]) if isinstance(r["body"], (str, bytes)) else r["body"]
+        for r in fake_openai.requests
+        if r["path"].endswith("/chat/completions")
+    ]
+    monkeypatch.chdir(archive)
+    shown, _ = stage_one_input_for_file(
+        Path("sessions") / name, context_window=20_000, rules=load_rules()
+    )
+    messages = {m["role"]: m["content"] for m in sent["messages"]}
+    assert messages["system"] == shown.system
+    assert messages["user"] == shown.user
+    assert str(path) in shown.user
