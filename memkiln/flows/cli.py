@@ -892,6 +892,16 @@ def run_cli(args: Sequence[str] | None = None) -> int:
     except Interrupted as exc:
         sys.stderr.write(stopped_line(exc) + "\n")
         return 128 + exc.signum
+    except RuntimeError as exc:
+        if "ephemeral Prefect API server" not in str(exc):
+            raise
+        limit = os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "?")
+        return _fail(
+            f"Prefect's temporary API server did not start within {limit} s (a busy machine?); "
+            "nothing was done: run again, raise PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, "
+            "point PREFECT_API_URL at a running server, or use --no-prefect",
+            EXIT_USAGE,
+        )
     return code if isinstance(code, int) else EXIT_OK
 
 

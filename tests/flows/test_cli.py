@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 import typer.main
 
@@ -357,3 +358,21 @@ def test_a_run_where_sessions_fail_exits_1_and_says_which(
     )  # fmt: skip
     assert result.returncode == 1, result.stderr
     assert "session(s) failed" in result.stdout and "v_extraction_outcomes" in result.stdout
+
+
+def test_a_prefect_server_that_does_not_start_is_one_line_and_nothing_done(
+    tmp_path: Path, sample_archive: Path
+) -> None:
+    # on a busy machine Prefect's temporary server can miss its start-up limit: the user got
+    # Prefect's 69-line traceback and exit 1; a one-second limit makes it happen here
+    db = tmp_path / "m.duckdb"
+    result = memkiln(
+        "ingest", "--archive", str(sample_archive), "--db", str(db), "--no-progress",
+        env={"PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "1"},
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Prefect's temporary API server did not start" in lines[0]
+    assert "--no-prefect" in lines[0]
+    with duckdb.connect(str(db), read_only=True) as con:
+        assert con.execute("select count(*) from runs").fetchone() == (0,)
