@@ -16,6 +16,7 @@ import asyncio
 import hashlib
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as datetime_time
@@ -310,16 +311,7 @@ async def _extract(
     def write(batch: list[Finished]) -> None:
         # a worker thread: the loop goes on sending meanwhile
         with publisher.using(), store_cursor(con) as cur:
-            finish_many(
-                cur,
-                batch,
-                run_id=summary.run_id,
-                backend=backend.name,
-                model=backend.model,
-                prompt_version=STAGE_ONE_PROMPT_VERSION,
-                retry_delay=timedelta(hours=settings.retry_delay_hours),
-                rules=rules,
-            )
+            _record(cur, batch, summary, backend, settings, rules)
         publisher.maybe()
 
     async def flush(*, force: bool = False) -> None:
@@ -332,15 +324,7 @@ async def _extract(
         last_flush = time.monotonic()
         async with writer:
             await asyncio.to_thread(write, batch)
-        for f in batch:
-            r = f.result
-            outcomes[r.outcome + (f":{r.reason}" if r.reason else "")] += 1
-            summary.input_tokens += r.input_tokens
-            summary.output_tokens += r.output_tokens
-            if r.cost_usd is None:
-                summary.price_known = False
-            else:
-                summary.cost_usd += r.cost_usd
+        _count(batch, outcomes, summary)
 
     async def run_one(request: Request, watermark: datetime, attempt: int, done: Any) -> None:
         nonlocal spent
@@ -526,21 +510,41 @@ def _apply_batches(
     """Record the outcomes of the batches that ended since the last run."""
     with store_cursor(con) as cur:
         finished, summary.batches_open = poll(cur, backend)
-        finish_many(
-            cur,
-            finished,
-            run_id=summary.run_id,
-            backend=backend.name,
-            model=backend.model,
-            prompt_version=STAGE_ONE_PROMPT_VERSION,
-            retry_delay=timedelta(hours=settings.retry_delay_hours),
-            rules=rules,
-            # in the same transaction: a batch is applied exactly once, even if the run is
-            # killed while its outcomes are written
-            also=mark_applied,
-        )
+        # in the same transaction: a batch is applied exactly once, even if the run is
+        # killed while its outcomes are written
+        _record(cur, finished, summary, backend, settings, rules, also=mark_applied)
     outcomes = Counter(summary.outcomes)
-    for f in finished:
+    _count(finished, outcomes, summary)
+    summary.outcomes = dict(outcomes)
+    summary.sessions_failed = sum(n for k, n in outcomes.items() if k.startswith("failed"))
+
+
+def _record(
+    cur: duckdb.DuckDBPyConnection,
+    done: list[Finished],
+    summary: ExtractSummary,
+    backend: Backend,
+    settings: Settings,
+    rules: RuleSet,
+    also: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+) -> None:
+    """Write finished attempts (``finish_many``) as this run's, by this backend."""
+    finish_many(
+        cur,
+        done,
+        run_id=summary.run_id,
+        backend=backend.name,
+        model=backend.model,
+        prompt_version=STAGE_ONE_PROMPT_VERSION,
+        retry_delay=timedelta(hours=settings.retry_delay_hours),
+        rules=rules,
+        also=also,
+    )
+
+
+def _count(done: list[Finished], outcomes: Counter[str], summary: ExtractSummary) -> None:
+    """Add finished attempts to the outcome counts and the run's tokens and cost."""
+    for f in done:
         r = f.result
         outcomes[r.outcome + (f":{r.reason}" if r.reason else "")] += 1
         summary.input_tokens += r.input_tokens
@@ -549,8 +553,6 @@ def _apply_batches(
             summary.price_known = False
         else:
             summary.cost_usd += r.cost_usd
-    summary.outcomes = dict(outcomes)
-    summary.sessions_failed = sum(n for k, n in outcomes.items() if k.startswith("failed"))
 
 
 def _submit_batch(
