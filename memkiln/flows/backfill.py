@@ -14,6 +14,7 @@ of the killed run are taken over, and a batch takes only sessions not yet done.
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from prefect import flow
 
@@ -81,7 +82,11 @@ class BackfillSummary:
         )
 
 
-def backfill_settings(settings: Options) -> Options:
+#: ``Options`` or its ``Settings`` subclass: a backfill's copy keeps the type it was given.
+AnyOptions = TypeVar("AnyOptions", bound=Options)
+
+
+def backfill_settings(settings: AnyOptions) -> AnyOptions:
     """The settings of a backfill: no age window; a dry run counts every batch at once."""
     update: dict[str, object] = {"backfill": True}
     if settings.dry_run:
@@ -104,9 +109,9 @@ def backfill_flow(options: Options) -> BackfillSummary:
     """Ingest the archive, extract every eligible session of the date range in batches,
     consolidate per-project memory files."""
     # 1. hold the store and record the run
+    options = backfill_settings(options)
     if options.archive is None:
         raise ConfigError("no archive to ingest: set --archive, MEMKILN_ARCHIVE or archive")
-    options = backfill_settings(options)  # type: ignore[assignment]
     archive = str(check_archive(options.archive).resolve())
     summary = BackfillSummary()
     with (
@@ -149,9 +154,9 @@ def backfill_flow(options: Options) -> BackfillSummary:
 
 def backfill_job(settings: Settings) -> BackfillSummary:
     """The same recipe in this process alone, without Prefect (``--no-prefect``)."""
+    settings = backfill_settings(settings)
     if settings.archive is None:
         raise ConfigError("no archive to ingest: set --archive, MEMKILN_ARCHIVE or archive")
-    settings = backfill_settings(settings)  # type: ignore[assignment]
     archive = str(check_archive(settings.archive).resolve())
     reporter = Reporter(enabled=settings.progress)
     summary = BackfillSummary()

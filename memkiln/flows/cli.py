@@ -17,7 +17,7 @@ import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import version as package_version
 from pathlib import Path
-from typing import Annotated, Any, TypeVar
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 from rich.console import Console
@@ -26,6 +26,13 @@ from rich.table import Table
 from memkiln.errors import ConfigError, Interrupted, MemkilnError, StoreLockedError
 from memkiln.settings import Options, Settings, Source, check_backend, env_name, load_settings
 from memkiln.transforms.report import EXIT_LOCKED, EXIT_OK, EXIT_USAGE, Section
+
+if TYPE_CHECKING:
+    from memkiln.flows.backfill import BackfillSummary
+    from memkiln.flows.consolidate import ConsolidateSummary
+    from memkiln.flows.extract import ExtractSummary
+    from memkiln.flows.ingest import IngestSummary
+    from memkiln.flows.run import RunSummary
 
 try:  # typer >= 0.23 carries its own copy of click
     from typer._click import exceptions as click_errors
@@ -253,7 +260,7 @@ def ingest(
     settings = _settings(locals(), config)
     _check_archive(settings)
 
-    def work():  # type: ignore[no-untyped-def]
+    def work() -> IngestSummary:
         if settings.prefect:
             from memkiln.flows.ingest import ingest_flow
 
@@ -311,7 +318,7 @@ def extract(
     settings = _settings(locals(), config)
     check_backend(settings)
 
-    def work():  # type: ignore[no-untyped-def]
+    def work() -> ExtractSummary:
         if settings.prefect:
             from memkiln.flows.extract import extract_flow
 
@@ -373,7 +380,7 @@ def run(
     check_backend(settings)
     _check_out(settings.out)
 
-    def work():  # type: ignore[no-untyped-def]
+    def work() -> RunSummary:
         if settings.prefect:
             from memkiln.flows.run import run_flow
 
@@ -447,7 +454,7 @@ def backfill(
     check_backend(settings)
     _check_out(settings.out)
 
-    def work():  # type: ignore[no-untyped-def]
+    def work() -> BackfillSummary:
         if settings.prefect:
             from memkiln.flows.backfill import backfill_flow
 
@@ -527,7 +534,7 @@ def consolidate(
     check_backend(settings)
     _check_out(settings.out)
 
-    def work():  # type: ignore[no-untyped-def]
+    def work() -> ConsolidateSummary:
         if settings.prefect:
             from memkiln.flows.consolidate import consolidate_flow
 
@@ -649,18 +656,18 @@ def show_config(
     from memkiln.settings import config_path, masked
 
     params = {k: v for k, v in locals().items() if k != "as_json"}
-    settings, sources = _settings_and_sources(params, config)
-    values = settings.model_dump(mode="json")
+    effective, origins = _settings_and_sources(params, config)
+    values = effective.model_dump(mode="json")
     if as_json:
-        out = {name: {"value": values[name], "source": str(src)} for name, src in sources.items()}
-        sys.stdout.write(json.dumps(out, indent=1) + "\n")
+        shown = {name: {"value": values[name], "source": str(src)} for name, src in origins.items()}
+        sys.stdout.write(json.dumps(shown, indent=1) + "\n")
         return
     table = Table(title="memkiln settings", show_header=True)
     table.add_column("setting", style="bold")
     table.add_column("value")
     table.add_column("from")
-    for name, src in sources.items():
-        table.add_row(name, masked(name, getattr(settings, name)), str(src))
+    for name, src in origins.items():
+        table.add_row(name, masked(name, getattr(effective, name)), str(src))
     key = os.environ.get("OPENAI_API_KEY")
     table.add_row("(api key)", "****" if key else "not set", "environment OPENAI_API_KEY")
     console = Console()
@@ -807,11 +814,13 @@ def redact(
         err.print(f"{sum(hits.values()):8,}  secrets redacted", highlight=False)
 
 
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")]
+StatusJsonOpt = Annotated[
+    bool, typer.Option("--json", help="Print one JSON object instead of tables.")
+]
 
 
 @app.command()
-def status(as_json: JsonOpt = False, db: DbOpt = None, config: ConfigOpt = None) -> None:
+def status(as_json: StatusJsonOpt = False, db: DbOpt = None, config: ConfigOpt = None) -> None:
     """Show the state of the store: job states, projects, the last runs and the top failure
     reasons. Reads the copy published for readers, so it answers while a run writes."""
     from memkiln.flows.status import print_json, print_status, status_report
@@ -824,7 +833,7 @@ def status(as_json: JsonOpt = False, db: DbOpt = None, config: ConfigOpt = None)
 
 
 @app.command()
-def projects(as_json: JsonOpt = False, db: DbOpt = None, config: ConfigOpt = None) -> None:
+def projects(as_json: StatusJsonOpt = False, db: DbOpt = None, config: ConfigOpt = None) -> None:
     """List the projects: sessions, items, last activity and memories, most recent first."""
     from memkiln.flows.status import print_json, print_projects, project_list
 
@@ -874,7 +883,7 @@ def run_cli(args: Sequence[str] | None = None) -> int:
                 standalone_mode=False,
             )
     except click_errors.NoArgsIsHelpError as exc:
-        sys.stdout.write(exc.ctx.get_help() + "\n")  # type: ignore[union-attr]
+        sys.stdout.write(exc.ctx.get_help() + "\n")
         return EXIT_USAGE
     except click_errors.UsageError as exc:
         hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx else ""

@@ -33,7 +33,7 @@ from memkiln.flows.records import (
 from memkiln.io.backends import HEURISTIC_MODEL
 from memkiln.io.lock import hold_store
 from memkiln.io.prices import PriceBook
-from memkiln.io.store import linked_runs, open_store, recorded_parent_run
+from memkiln.io.store import Counters, linked_runs, open_store, recorded_parent_run
 from memkiln.io.usage import consolidation_estimate, record_estimate
 from memkiln.settings import Options, Settings
 from memkiln.transforms.estimate import DEFAULT_STAGE_ONE_OUTPUT_TOKENS, Estimate
@@ -57,7 +57,7 @@ class RunSummary:
         )
 
 
-def merge_counters(*phases: dict[str, float | None]) -> dict[str, float | None]:
+def merge_counters(*phases: Counters) -> dict[str, float | None]:
     """Counters of several phases or batches as one run's: the model's requests, tokens and
     cost are summed (a cost is unknown, None, when any part is), the rest taken from the
     last phase that has them."""

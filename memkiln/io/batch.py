@@ -71,7 +71,7 @@ class OpenAIBatchBackend(OpenAIBackend):
         except ValidationError as exc:
             where = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "<root>"
             return replace(base, reason="invalid_json", detail=f"response body {where}")
-        usage = {
+        usage: dict[str, Any] = {
             "input_hash": input_hash,
             "input_tokens": tokens_in,
             "output_tokens": tokens_out,

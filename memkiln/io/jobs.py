@@ -87,15 +87,9 @@ def release_unsent(con: duckdb.DuckDBPyConnection, *, run_id: str) -> int:
 def load_selection_inputs(con: duckdb.DuckDBPyConnection) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The rollouts and jobs tables, narrowed to what candidate selection reads."""
     rollouts = fetch_pl(con, f"select {', '.join(ROLLOUT_COLUMNS)} from rollouts").cast(
-        ROLLOUT_COLUMNS  # type: ignore[arg-type]
+        ROLLOUT_COLUMNS
     )
-    jobs = (
-        fetch_pl(con, sql("selection_jobs"))
-        .select(list(JOB_COLUMNS))
-        .cast(
-            JOB_COLUMNS  # type: ignore[arg-type]
-        )
-    )
+    jobs = fetch_pl(con, sql("selection_jobs")).select(list(JOB_COLUMNS)).cast(JOB_COLUMNS)
     return rollouts, jobs
 
 
@@ -165,22 +159,24 @@ class Finished:
     attempt: int
 
 
-OUTCOME_SCHEMA = {
-    "rollout_id": pl.String,
-    "outcome": pl.String,
-    "reason": pl.String,
-    "detail": pl.String,
-    "raw_memory": pl.String,
-    "rollout_summary": pl.String,
-    "rollout_slug": pl.String,
-    "watermark": pl.Datetime("us", "UTC"),
-    "attempt": pl.Int32,
-    "input_hash": pl.String,
-    "input_tokens": pl.Int64,
-    "output_tokens": pl.Int64,
-    "cost_usd": pl.Float64,
-    "started_at": pl.Datetime("us", "UTC"),
-}
+OUTCOME_SCHEMA = pl.Schema(
+    {
+        "rollout_id": pl.String(),
+        "outcome": pl.String(),
+        "reason": pl.String(),
+        "detail": pl.String(),
+        "raw_memory": pl.String(),
+        "rollout_summary": pl.String(),
+        "rollout_slug": pl.String(),
+        "watermark": pl.Datetime("us", "UTC"),
+        "attempt": pl.Int32(),
+        "input_hash": pl.String(),
+        "input_tokens": pl.Int64(),
+        "output_tokens": pl.Int64(),
+        "cost_usd": pl.Float64(),
+        "started_at": pl.Datetime("us", "UTC"),
+    }
+)
 
 
 def finish_many(

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import re
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
@@ -27,6 +27,9 @@ from memkiln.errors import StoreError, StoreLockedError
 STORE_CATALOG = "store"
 
 _SCHEMA_FILE = re.compile(r"^(\d{4})_([a-z0-9_]+)\.sql$")
+
+#: A run's counters by ``runs`` column; None where a figure is unknown (a cost without a price).
+Counters = Mapping[str, float | None]
 
 #: Counter columns of the ``runs`` table a run may set (an allow-list for identifiers).
 RUN_COUNTERS = (
@@ -243,7 +246,7 @@ def finish_run(
     run_id: str,
     *,
     status: str,
-    counts: dict[str, float],
+    counts: Counters,
     error: str | None = None,
 ) -> None:
     """Close a run with its status and counters."""
@@ -276,7 +279,7 @@ def recorded_run(
     *,
     command: str,
     archive: str | None = None,
-    counts: Callable[[], dict[str, float]] = dict,
+    counts: Callable[[], Counters] = dict,
 ) -> Iterator[str]:
     """Record a run around a block: ``running`` on entry, then ``succeeded`` with its counts;
     ``interrupted`` (SIGTERM, SIGINT) or ``failed`` with the (redacted) error, which is raised
@@ -299,7 +302,7 @@ def recorded_parent_run(
     *,
     command: str,
     archive: str | None = None,
-    counts: Callable[[], dict[str, float]] = dict,
+    counts: Callable[[], Counters] = dict,
 ) -> Iterator[str]:
     """Like ``recorded_run`` for a run made of phases that open the store themselves (the
     store is opened only to start and to close the record)."""
@@ -343,7 +346,7 @@ def _publish(con: duckdb.DuckDBPyConnection, *, after: BaseException | None = No
 
 
 def _close_stopped_run(
-    con: duckdb.DuckDBPyConnection, run_id: str, exc: BaseException, counts: dict[str, float]
+    con: duckdb.DuckDBPyConnection, run_id: str, exc: BaseException, counts: Counters
 ) -> None:
     from memkiln.io.signals import stop_request
     from memkiln.transforms.redact import load_rules, redact_text

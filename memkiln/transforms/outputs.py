@@ -105,7 +105,7 @@ def parse_stage_one(text: str | None) -> Parsed:
         return Parsed(None, "invalid_json", "empty answer")
     try:
         data = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return Parsed(None, "invalid_json", f"{exc.msg} at char {exc.pos}")
     if not isinstance(data, dict):
         return Parsed(None, "schema_mismatch", f"expected an object, got {type(data).__name__}")
@@ -169,7 +169,7 @@ def parse_model(
         return None, "invalid_json", "empty answer"
     try:
         data = json.loads(text)
-    except ValueError as exc:
+    except json.JSONDecodeError as exc:
         return None, "invalid_json", f"{exc.msg} at char {exc.pos}"
     try:
         return model.model_validate(data), None, None

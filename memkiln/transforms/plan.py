@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import polars as pl
 
 FOUND_SCHEMA = {"path": pl.String, "size": pl.Int64, "mtime_ns": pl.Int64}
@@ -33,7 +35,8 @@ def plan_files(found: pl.DataFrame, known: pl.DataFrame) -> pl.DataFrame:
         on="path",
         how="left",
     )
-    next_id = (known["file_id"].max() or 0) + 1 if known.height else 1
+    highest = known["file_id"].max() if known.height else None
+    next_id = int(cast(int, highest) or 0) + 1
     action = (
         pl.when(pl.col("file_id").is_null())
         .then(pl.lit("new"))

@@ -51,31 +51,35 @@ def run_wide_failure_limit(concurrency: int) -> int:
     return max(2 * concurrency, 8)
 
 
-ROLLOUT_COLUMNS = {
-    "rollout_id": pl.String,
-    "format": pl.String,
-    "source": pl.String,
-    "originator": pl.String,
-    "is_subagent": pl.Boolean,
-    "memory_mode": pl.String,
-    "n_user_messages": pl.Int64,
-    "started_at": pl.Datetime("us", "UTC"),
-    "updated_at": pl.Datetime("us", "UTC"),
-}
-JOB_COLUMNS = {
-    "rollout_id": pl.String,
-    "status": pl.String,
-    "owner": pl.String,
-    "lease_until": pl.Datetime("us", "UTC"),
-    "attempts": pl.Int32,
-    "source_watermark": pl.Datetime("us", "UTC"),
-    "done_watermark": pl.Datetime("us", "UTC"),
-    "retry_at": pl.Datetime("us", "UTC"),
-    # what made the session's stored output (null when it has none)
-    "output_backend": pl.String,
-    "output_model": pl.String,
-    "output_prompt_version": pl.String,
-}
+ROLLOUT_COLUMNS = pl.Schema(
+    {
+        "rollout_id": pl.String(),
+        "format": pl.String(),
+        "source": pl.String(),
+        "originator": pl.String(),
+        "is_subagent": pl.Boolean(),
+        "memory_mode": pl.String(),
+        "n_user_messages": pl.Int64(),
+        "started_at": pl.Datetime("us", "UTC"),
+        "updated_at": pl.Datetime("us", "UTC"),
+    }
+)
+JOB_COLUMNS = pl.Schema(
+    {
+        "rollout_id": pl.String(),
+        "status": pl.String(),
+        "owner": pl.String(),
+        "lease_until": pl.Datetime("us", "UTC"),
+        "attempts": pl.Int32(),
+        "source_watermark": pl.Datetime("us", "UTC"),
+        "done_watermark": pl.Datetime("us", "UTC"),
+        "retry_at": pl.Datetime("us", "UTC"),
+        # what made the session's stored output (null when it has none)
+        "output_backend": pl.String(),
+        "output_model": pl.String(),
+        "output_prompt_version": pl.String(),
+    }
+)
 
 
 @dataclass(frozen=True)

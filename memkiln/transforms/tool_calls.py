@@ -38,23 +38,25 @@ ERROR_LINE = (
 #: Characters of the error line kept.
 ERROR_LINE_CHARS = 200
 
-TOOL_CALL_COLUMNS = {
-    "rollout_id": pl.String,
-    "seq": pl.Int32,
-    "file_id": pl.Int64,
-    "call_id": pl.String,
-    "tool": pl.String,
-    "command": pl.String,
-    "started_at": pl.Datetime("us", "UTC"),
-    "ended_at": pl.Datetime("us", "UTC"),
-    "duration_ms": pl.Int64,
-    "exit_code": pl.Int32,
-    "is_error": pl.Boolean,
-    "failed": pl.Boolean,
-    "has_output": pl.Boolean,
-    "output_chars": pl.Int64,
-    "error_line": pl.String,
-}
+TOOL_CALL_COLUMNS = pl.Schema(
+    {
+        "rollout_id": pl.String(),
+        "seq": pl.Int32(),
+        "file_id": pl.Int64(),
+        "call_id": pl.String(),
+        "tool": pl.String(),
+        "command": pl.String(),
+        "started_at": pl.Datetime("us", "UTC"),
+        "ended_at": pl.Datetime("us", "UTC"),
+        "duration_ms": pl.Int64(),
+        "exit_code": pl.Int32(),
+        "is_error": pl.Boolean(),
+        "failed": pl.Boolean(),
+        "has_output": pl.Boolean(),
+        "output_chars": pl.Int64(),
+        "error_line": pl.String(),
+    }
+)
 
 
 def shell_command(args: pl.Expr) -> pl.Expr:
@@ -162,5 +164,5 @@ def build_tool_calls(items: pl.LazyFrame, *, result_errors: pl.LazyFrame) -> pl.
             ),
         )
         .sort("rollout_id", "seq")
-        .cast(TOOL_CALL_COLUMNS)  # type: ignore[arg-type]
+        .cast(TOOL_CALL_COLUMNS)
     )
