@@ -26,7 +26,7 @@ from pydantic import ValidationError
 
 from memkiln.io.backends import OpenAIBackend, Request, finalize
 from memkiln.io.jobs import Finished, Outcome
-from memkiln.io.store import now, transaction
+from memkiln.io.store import execute, now, transaction
 from memkiln.transforms.redact import redact_text
 from memkiln.transforms.text import clean_text
 
@@ -103,10 +103,7 @@ def status_reason(status: int, message: str) -> str:
 
 def open_owners(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:
     """The owners of the jobs held by batches not applied yet (they are not orphans)."""
-    rows = con.execute(
-        "select $prefix || input_file_id from stage1_batches where status <> 'applied'",
-        {"prefix": OWNER_PREFIX},
-    ).fetchall()
+    rows = execute(con, "batch_owners", prefix=OWNER_PREFIX).fetchall()
     return tuple(r[0] for r in rows)
 
 
@@ -143,23 +140,19 @@ def submit(
             "watermark": pl.Datetime("us", "UTC"),
         },
     )
-    params = {"file": uploaded.id, "run_id": run_id, "at": at}
     with transaction(con, batch_items=frame):
-        con.execute(
-            "insert into stage1_batches (input_file_id, run_id, model, status, requests, "
-            "created_at, updated_at) values ($file, $run_id, $model, 'uploaded', $n, $at, $at)",
-            params | {"model": backend.model, "n": len(items)},
+        execute(
+            con,
+            "batch_insert",
+            file=uploaded.id,
+            run_id=run_id,
+            model=backend.model,
+            n=len(items),
+            at=at,
         )
-        con.execute(
-            "insert into stage1_batch_items select $file, rollout_id, input_hash, attempt, "
-            "watermark from batch_items",
-            {"file": uploaded.id},
-        )
-        con.execute(
-            "update stage1_jobs set owner = $owner, lease_until = $lease, updated_at = $at "
-            "where rollout_id in (select rollout_id from batch_items)",
-            {"owner": OWNER_PREFIX + uploaded.id, "lease": at + BATCH_LEASE, "at": at},
-        )
+        execute(con, "batch_items_insert", file=uploaded.id)
+        owner = OWNER_PREFIX + uploaded.id
+        execute(con, "batch_hold_jobs", owner=owner, lease=at + BATCH_LEASE, at=at)
     create(con, backend, uploaded.id)
     return uploaded.id
 
@@ -172,19 +165,13 @@ def create(con: duckdb.DuckDBPyConnection, backend: OpenAIBatchBackend, file_id:
         input_file_id=file_id, endpoint=endpoint, completion_window="24h",  # type: ignore[arg-type]
         metadata={"memkiln": "stage1"},
     )  # fmt: skip
-    con.execute(
-        "update stage1_batches set batch_id = $id, status = $status, updated_at = $at "
-        "where input_file_id = $file",
-        {"id": batch.id, "status": batch.status, "at": now(), "file": file_id},
-    )
+    execute(con, "batch_created", batch_id=batch.id, status=batch.status, at=now(), file=file_id)
 
 
 def poll(con: duckdb.DuckDBPyConnection, backend: OpenAIBatchBackend) -> tuple[list[Finished], int]:
     """Bring every open batch forward; returns the outcomes of the batches that ended (to be
     recorded by the caller, then ``mark_applied``) and how many batches are still open."""
-    rows = con.execute(
-        "select input_file_id, batch_id, status from stage1_batches where status <> 'applied'"
-    ).fetchall()
+    rows = execute(con, "batches_open").fetchall()
     finished: list[Finished] = []
     still_open = 0
     for file_id, batch_id, _status in rows:
@@ -197,12 +184,15 @@ def poll(con: duckdb.DuckDBPyConnection, backend: OpenAIBatchBackend) -> tuple[l
         except openai.APIError:
             still_open += 1
             continue
-        con.execute(
-            "update stage1_batches set status = $s, output_file_id = $o, error_file_id = $e, "
-            "updated_at = $at where input_file_id = $file",
-            {"s": batch.status, "o": batch.output_file_id, "e": batch.error_file_id,
-             "at": now(), "file": file_id},
-        )  # fmt: skip
+        execute(
+            con,
+            "batch_status",
+            status=batch.status,
+            output_file=batch.output_file_id,
+            error_file=batch.error_file_id,
+            at=now(),
+            file=file_id,
+        )
         if batch.status not in ENDED:
             still_open += 1
             continue
@@ -214,11 +204,7 @@ def poll(con: duckdb.DuckDBPyConnection, backend: OpenAIBatchBackend) -> tuple[l
                     if line.strip():
                         item = json.loads(line)
                         answers[str(item.get("custom_id"))] = item
-        items = con.execute(
-            "select rollout_id, input_hash, attempt, watermark from stage1_batch_items "
-            "where input_file_id = $file",
-            {"file": file_id},
-        ).fetchall()
+        items = execute(con, "batch_items_of", file=file_id).fetchall()
         for rid, input_hash, attempt, watermark in items:
             result = backend.outcome(rid, answers.get(rid), input_hash)
             if rid not in answers and batch.status != "completed":
@@ -229,8 +215,4 @@ def poll(con: duckdb.DuckDBPyConnection, backend: OpenAIBatchBackend) -> tuple[l
 
 def mark_applied(con: duckdb.DuckDBPyConnection) -> None:
     """Batches whose outcomes were recorded."""
-    con.execute(
-        "update stage1_batches set status = 'applied', updated_at = $at "
-        "where status in ('completed', 'failed', 'expired', 'cancelled')",
-        {"at": now()},
-    )
+    execute(con, "batches_applied", at=now())

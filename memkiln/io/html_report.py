@@ -24,6 +24,7 @@ import polars as pl
 from markupsafe import Markup, escape
 
 from memkiln.io.analytics import ACTIVE_DAYS, Frames, connect_read_only, frames
+from memkiln.io.store import execute
 from memkiln.transforms.charts import all_charts
 
 #: Rows of a table shown in the report (the rest is counted in a note).
@@ -154,7 +155,7 @@ def write_report(db: Path, out: Path, *, memories: Path) -> ReportResult:
     con = connect_read_only(db)
     try:
         answers = frames(con)
-        newest = con.execute("select max(updated_at) from rollouts").fetchall()[0][0]
+        newest = execute(con, "newest_session").fetchall()[0][0]
     finally:
         con.close()
     out = out.resolve()

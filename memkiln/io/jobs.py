@@ -15,7 +15,7 @@ import duckdb
 import polars as pl
 
 from memkiln.errors import StoreError
-from memkiln.io.store import fetch_pl, now, sql, transaction
+from memkiln.io.store import execute, fetch_pl, now, sql, transaction
 from memkiln.transforms.outputs import StageOneOutput
 from memkiln.transforms.redact import RuleSet, redact_expr
 from memkiln.transforms.selection import JOB_COLUMNS, ROLLOUT_COLUMNS, UNCHARGED_REASONS
@@ -52,43 +52,23 @@ class Outcome:
 def release_orphans(con: duckdb.DuckDBPyConnection, *, run_id: str) -> int:
     """Return jobs held by runs that are gone to ``pending``; returns how many. Jobs held by
     a batch of the Batch API (owner ``batch:…``) stay with it until it is applied."""
-    orphans = con.execute(
-        "select count(*) from stage1_jobs where status = 'running' and owner <> $run_id "
-        "and owner not like 'batch:%'",
-        {"run_id": run_id},
-    ).fetchall()[0][0]
+    orphans = execute(con, "orphan_jobs_count", run_id=run_id).fetchall()[0][0]
     if orphans:
-        con.execute(
-            "update runs set status = 'abandoned', ended_at = coalesce(ended_at, $at) "
-            "where status = 'running' and run_id <> $run_id and run_id in "
-            "(select owner from stage1_jobs where status = 'running')",
-            {"run_id": run_id, "at": now()},
-        )
-        con.execute(
-            "update stage1_jobs set status = 'pending', owner = null, lease_until = null, "
-            "updated_at = $at where status = 'running' and owner <> $run_id "
-            "and owner not like 'batch:%'",
-            {"run_id": run_id, "at": now()},
-        )
+        execute(con, "abandon_orphan_runs", run_id=run_id, at=now())
+        execute(con, "release_orphan_jobs", run_id=run_id, at=now())
     return int(orphans)
 
 
 def release_unsent(con: duckdb.DuckDBPyConnection, *, run_id: str) -> int:
     """Return this run's claimed jobs that were never sent (a run stopped early) to
     ``pending``; returns how many."""
-    rows = con.execute(
-        "update stage1_jobs set status = 'pending', owner = null, lease_until = null, "
-        "updated_at = $at where status = 'running' and owner = $run_id returning rollout_id",
-        {"run_id": run_id, "at": now()},
-    ).fetchall()
-    return len(rows)
+    return len(execute(con, "release_unsent_jobs", run_id=run_id, at=now()).fetchall())
 
 
 def load_selection_inputs(con: duckdb.DuckDBPyConnection) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The rollouts and jobs tables, narrowed to what candidate selection reads."""
-    rollouts = fetch_pl(con, f"select {', '.join(ROLLOUT_COLUMNS)} from rollouts").cast(
-        ROLLOUT_COLUMNS
-    )
+    rollouts = fetch_pl(con, sql("selection_rollouts")).select(list(ROLLOUT_COLUMNS))
+    rollouts = rollouts.cast(ROLLOUT_COLUMNS)
     jobs = fetch_pl(con, sql("selection_jobs")).select(list(JOB_COLUMNS)).cast(JOB_COLUMNS)
     return rollouts, jobs
 
@@ -112,29 +92,9 @@ def claim_many(
     at = now()
     frame = todo.select("rollout_id", watermark="updated_at")
     with transaction(con, claim_batch=frame):
-        con.execute(
-            """
-            insert into stage1_jobs as j (rollout_id, status, owner, lease_until, attempts,
-                                          source_watermark, updated_at)
-            select rollout_id, 'running', $run_id, $lease, 0, watermark, $at from claim_batch
-            on conflict (rollout_id) do update set
-                status = 'running',
-                owner = excluded.owner,
-                lease_until = excluded.lease_until,
-                attempts = case
-                    when j.source_watermark is not distinct from excluded.source_watermark
-                        and j.status not in ('succeeded', 'succeeded_no_output')
-                        then j.attempts
-                    else 0
-                end,
-                source_watermark = excluded.source_watermark,
-                updated_at = excluded.updated_at
-            """,
-            {"run_id": run_id, "lease": at + timedelta(seconds=lease_seconds), "at": at},
-        )
-        rows = con.execute(
-            "select j.rollout_id, j.attempts from stage1_jobs j join claim_batch using (rollout_id)"
-        ).fetchall()
+        lease = at + timedelta(seconds=lease_seconds)
+        execute(con, "claim_jobs", run_id=run_id, lease=lease, at=at)
+        rows = execute(con, "claimed_attempts").fetchall()
     return {rid: int(n) + 1 for rid, n in rows}
 
 
@@ -142,11 +102,7 @@ def reusable_outputs(
     con: duckdb.DuckDBPyConnection, *, prompt_version: str, model: str
 ) -> set[tuple[str, str]]:
     """``(rollout_id, input_hash)`` pairs already extracted with this prompt and model."""
-    rows = con.execute(
-        "select rollout_id, input_hash from stage1_outputs "
-        "where prompt_version = $pv and model = $m",
-        {"pv": prompt_version, "m": model},
-    ).fetchall()
+    rows = execute(con, "reusable_outputs", pv=prompt_version, model=model).fetchall()
     return {(rid, h) for rid, h in rows}
 
 
@@ -235,26 +191,20 @@ def finish_many(
         redact_expr(pl.col(c), rules=rules)
         for c in ("raw_memory", "rollout_summary", "rollout_slug", "detail")
     )
-    params = {
-        "run_id": run_id,
-        "backend": backend,
-        "model": model,
-        "pv": prompt_version,
-        "at": at,
-        "retry_at": at + retry_delay,
-        "uncharged": list(UNCHARGED_REASONS),
-        "retry_now": list(RETRY_NOW_REASONS),
-    }
+    made_by = {"run_id": run_id, "backend": backend, "model": model, "at": at}
     with transaction(con, finished=frame):
-        for name in (
-            "finish_outputs_delete",
-            "finish_outputs_insert",
-            "finish_outputs_reuse",
+        execute(con, "finish_outputs_delete")
+        execute(con, "finish_outputs_insert", **made_by, pv=prompt_version)
+        execute(con, "finish_outputs_reuse")
+        execute(
+            con,
             "finish_jobs",
-            "finish_attempts",
-        ):
-            text = sql(name)
-            con.execute(text, {k: v for k, v in params.items() if f"${k}" in text})
+            at=at,
+            retry_at=at + retry_delay,
+            uncharged=list(UNCHARGED_REASONS),
+            retry_now=list(RETRY_NOW_REASONS),
+        )
+        execute(con, "finish_attempts", **made_by)
         if also is not None:
             also(con)
 

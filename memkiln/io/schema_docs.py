@@ -16,7 +16,7 @@ from pathlib import Path
 
 import duckdb
 
-from memkiln.io.store import migrate
+from memkiln.io.store import execute, migrate
 
 README = Path(__file__).resolve().parent.parent / "sql" / "README.md"
 
@@ -33,24 +33,12 @@ Tables hold every stage's output; views (`v_*`) are the questions a notebook ask
 
 def relations(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, str | None]]:
     """``(kind, name, comment)`` of every table and view of the main schema, tables first."""
-    tables = con.execute(
-        "select 'table', table_name, comment from duckdb_tables() "
-        "where schema_name = 'main' and not internal and not temporary order by table_name"
-    ).fetchall()
-    views = con.execute(
-        "select 'view', view_name, comment from duckdb_views() "
-        "where schema_name = 'main' and not internal and not temporary order by view_name"
-    ).fetchall()
-    return tables + views
+    return execute(con, "doc_relations").fetchall()
 
 
 def columns(con: duckdb.DuckDBPyConnection, name: str) -> list[tuple[str, str, str | None]]:
     """``(column, type, comment)`` of a table or view, in column order."""
-    return con.execute(
-        "select column_name, data_type, comment from duckdb_columns() "
-        "where schema_name = 'main' and table_name = $name order by column_index",
-        {"name": name},
-    ).fetchall()
+    return execute(con, "doc_columns", name=name).fetchall()
 
 
 def _cell(text: str | None) -> str:

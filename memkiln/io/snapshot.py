@@ -57,11 +57,9 @@ def snapshot_path(db: Path) -> Path:
 
 def store_file(con: duckdb.DuckDBPyConnection) -> Path | None:
     """The file behind a store connection (None for an in-memory store)."""
-    from memkiln.io.store import STORE_CATALOG
+    from memkiln.io.store import STORE_CATALOG, execute
 
-    rows = con.execute(
-        "select path from duckdb_databases() where database_name = $name", {"name": STORE_CATALOG}
-    ).fetchall()
+    rows = execute(con, "database_path", name=STORE_CATALOG).fetchall()
     return Path(rows[0][0]) if rows and rows[0][0] else None
 
 

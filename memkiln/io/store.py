@@ -78,6 +78,13 @@ def sql(name: str) -> str:
     return (_sql_dir("queries") / f"{name}.sql").read_text(encoding="utf-8")
 
 
+def execute(
+    con: duckdb.DuckDBPyConnection, query: str, /, **params: Any
+) -> duckdb.DuckDBPyConnection:
+    """Execute ``sql/queries/<query>.sql`` with exactly the named parameters given."""
+    return con.execute(sql(query), params)
+
+
 def schema_files() -> list[tuple[int, str, str]]:
     """``(version, name, text)`` of every schema file, in order."""
     out = []

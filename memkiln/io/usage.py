@@ -7,7 +7,7 @@ import duckdb
 
 from memkiln.io.consolidator import prompt_tokens
 from memkiln.io.prices import PriceBook
-from memkiln.io.store import now, sql
+from memkiln.io.store import execute, now, sql
 from memkiln.transforms.estimate import (
     CONSOLIDATION_MAX_OUTPUT,
     DEFAULT_CONSOLIDATION_OUTPUT_TOKENS,
@@ -20,17 +20,10 @@ from memkiln.transforms.prompts import build_consolidation_input
 def past_output_mean(con: duckdb.DuckDBPyConnection, *, phase: str, model: str) -> float | None:
     """Mean output tokens of the model's earlier answers in ``phase``, if any."""
     if phase == "extract":
-        query = (
-            "select avg(output_tokens) from stage1_attempts where model = $model "
-            "and outcome in ('succeeded', 'succeeded_no_output') and output_tokens > 0"
-        )
+        found = execute(con, "past_output_mean_extract", model=model)
     else:
-        query = (
-            "select sum(output_tokens) / nullif(sum(requests), 0) from model_usage "
-            "where kind = 'actual' and phase = $phase and model = $model and output_tokens > 0"
-        )
-    params = {"model": model} | ({"phase": phase} if phase != "extract" else {})
-    value = con.execute(query, params).fetchall()[0][0]
+        found = execute(con, "past_output_mean_usage", phase=phase, model=model)
+    value = found.fetchall()[0][0]
     return None if value is None else float(value)
 
 
