@@ -52,7 +52,7 @@ def _peak():
             if line.startswith("VmHWM:"):
                 sys.stderr.write("\nPEAK_KB %s\n" % line.split()[1])
 atexit.register(_peak)
-from memkiln.flows.cli import main
+from memkiln.cli import main
 sys.argv = ["memkiln", *sys.argv[1:]]
 main()
 """

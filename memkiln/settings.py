@@ -46,7 +46,7 @@ PATH_FIELDS = ("db", "archive", "out")
 ENV_PREFIX = "MEMKILN_"
 CONFIG_ENV = "MEMKILN_CONFIG"
 #: ``MEMKILN_*`` variables that are not settings: the config file, and the home of
-#: Prefect's state (read before the settings, see ``memkiln.flows.cli``).
+#: Prefect's state (read before the settings, see ``memkiln.cli``).
 OTHER_ENV = (CONFIG_ENV, "MEMKILN_HOME")
 
 

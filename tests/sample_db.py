@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from memkiln.flows.cli import run_cli
+from memkiln.cli import run_cli
 
 REPO = Path(__file__).resolve().parents[1]
 SAMPLE_ARCHIVE = REPO / "data" / "sample-archive"

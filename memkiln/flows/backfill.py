@@ -23,7 +23,6 @@ from memkiln.flows.consolidate import ConsolidateSummary, consolidate_store, con
 from memkiln.flows.ephemeral import stoppable
 from memkiln.flows.extract import ExtractSummary, extract_store, extract_task
 from memkiln.flows.ingest import IngestSummary, check_archive, ingest_archive, ingest_task
-from memkiln.flows.progress import Reporter
 from memkiln.flows.records import (
     consolidate_section,
     extract_section,
@@ -34,6 +33,7 @@ from memkiln.flows.records import (
 )
 from memkiln.flows.run import dry_run_estimate, merge_counters
 from memkiln.io.lock import hold_store
+from memkiln.io.progress import Reporter
 from memkiln.io.store import linked_runs, recorded_parent_run
 from memkiln.settings import Options, Settings
 from memkiln.transforms.estimate import Estimate

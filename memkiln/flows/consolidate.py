@@ -18,7 +18,6 @@ from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 
 from memkiln.flows.ephemeral import stoppable
-from memkiln.flows.progress import Reporter
 from memkiln.flows.records import consolidate_section, notes, phase_of, publish
 from memkiln.io.backends import OpenAIBackend
 from memkiln.io.consolidator import ProjectOutcome, consolidate_project, write_failure
@@ -26,6 +25,7 @@ from memkiln.io.jobs import store_write_error
 from memkiln.io.lock import hold_store
 from memkiln.io.memory_files import OutputRoot, UnsafePathError
 from memkiln.io.prices import PriceBook, check_budget_prices
+from memkiln.io.progress import Reporter
 from memkiln.io.snapshot import Publisher
 from memkiln.io.store import fetch_pl, now, open_store, recorded_run, sql
 from memkiln.io.usage import past_output_mean, record_usage

@@ -29,7 +29,6 @@ from prefect.cache_policies import NO_CACHE
 
 from memkiln.constants import FLUSH_OUTCOMES, FLUSH_SECONDS, PREPARE_CHUNK
 from memkiln.flows.ephemeral import stoppable
-from memkiln.flows.progress import Reporter
 from memkiln.flows.records import extract_section, notes, phase_of, publish
 from memkiln.io.backends import HEURISTIC_MODEL, Backend, Request, make_backend
 from memkiln.io.batch import Item as BatchItem
@@ -50,6 +49,7 @@ from memkiln.io.jobs import (
 )
 from memkiln.io.lock import hold_store
 from memkiln.io.prices import PriceBook, check_budget_prices
+from memkiln.io.progress import Reporter
 from memkiln.io.snapshot import Publisher
 from memkiln.io.store import cursor as store_cursor
 from memkiln.io.store import fetch_pl, now, open_store, recorded_run

@@ -23,11 +23,11 @@ from prefect.cache_policies import NO_CACHE
 from memkiln.constants import INGEST_BATCH_FILES, INGEST_DUCKDB_MEMORY
 from memkiln.errors import ConfigError
 from memkiln.flows.ephemeral import stoppable
-from memkiln.flows.progress import Reporter
 from memkiln.flows.records import ingest_section, phase_of, publish
 from memkiln.io.archive import discover, path_key
 from memkiln.io.loader import BatchResult, prepared_batches, write_batch
 from memkiln.io.lock import hold_store
+from memkiln.io.progress import Reporter
 from memkiln.io.snapshot import Publisher
 from memkiln.io.store import fetch_pl, open_store, recorded_run
 from memkiln.settings import Options, Settings

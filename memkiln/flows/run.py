@@ -21,7 +21,6 @@ from memkiln.flows.consolidate import ConsolidateSummary, consolidate_store, con
 from memkiln.flows.ephemeral import stoppable
 from memkiln.flows.extract import ExtractSummary, extract_store, extract_task
 from memkiln.flows.ingest import IngestSummary, check_archive, ingest_archive, ingest_task
-from memkiln.flows.progress import Reporter
 from memkiln.flows.records import (
     consolidate_section,
     extract_section,
@@ -33,6 +32,7 @@ from memkiln.flows.records import (
 from memkiln.io.backends import HEURISTIC_MODEL
 from memkiln.io.lock import hold_store
 from memkiln.io.prices import PriceBook
+from memkiln.io.progress import Reporter
 from memkiln.io.store import Counters, linked_runs, open_store, recorded_parent_run
 from memkiln.io.usage import consolidation_estimate, record_estimate
 from memkiln.settings import Options, Settings

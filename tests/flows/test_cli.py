@@ -14,7 +14,7 @@ import duckdb
 import pytest
 import typer.main
 
-from memkiln.flows.cli import CLI_OPTIONS, MIB, app
+from memkiln.cli import CLI_OPTIONS, MIB, app
 from memkiln.settings import Options
 
 #: The console script installed beside this Python (``pip install -e .``).

@@ -297,7 +297,7 @@ def test_a_symlinked_output_root_is_refused(tmp_path: Path) -> None:
     link.symlink_to(real)
     open_store(tmp_path / "m.duckdb").close()  # consolidate does not create a database
     proc = subprocess.run(
-        [sys.executable, "-m", "memkiln.flows.cli", "consolidate", "--no-prefect", "--db", str(tmp_path / "m.duckdb"), "--out", str(link)],
+        [sys.executable, "-m", "memkiln.cli", "consolidate", "--no-prefect", "--db", str(tmp_path / "m.duckdb"), "--out", str(link)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 2
@@ -332,7 +332,7 @@ def test_a_run_killed_mid_write_leaves_old_or_new_files_never_partial(
         )
     ingest_archive(s)
     extract_store(s)
-    cmd = [sys.executable, "-m", "memkiln.flows.cli", "consolidate", "--no-prefect", "--no-progress",
+    cmd = [sys.executable, "-m", "memkiln.cli", "consolidate", "--no-prefect", "--no-progress",
            "--db", str(s.db), "--out", str(s.out)]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 120
@@ -365,13 +365,13 @@ def test_show_prints_the_memory_summary_of_a_project(tmp_path: Path) -> None:
     s = settings(tmp_path)
     run_all(s)
     proc = subprocess.run(
-        [sys.executable, "-m", "memkiln.flows.cli", "show", "github.com/acme/shop", "--out", str(s.out)],
+        [sys.executable, "-m", "memkiln.cli", "show", "github.com/acme/shop", "--out", str(s.out)],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("v1\n")
     missing = subprocess.run(
-        [sys.executable, "-m", "memkiln.flows.cli", "show", "nope", "--out", str(s.out)],
+        [sys.executable, "-m", "memkiln.cli", "show", "nope", "--out", str(s.out)],
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert missing.returncode == 2 and "INDEX.md" in missing.stderr

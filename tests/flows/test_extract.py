@@ -241,7 +241,7 @@ def test_killing_the_process_mid_run_then_rerunning_leaves_one_outcome_per_sessi
         assert ready.startswith("READY ")
         base_url = ready.split()[1]
         cmd = [
-            sys.executable, "-m", "memkiln.flows.cli", "extract", "--no-prefect", "--no-progress",
+            sys.executable, "-m", "memkiln.cli", "extract", "--no-prefect", "--no-progress",
             "--db", str(s.db), "--backend", "openai", "--base-url", base_url, "--model", "fake-model",
             "--backfill", "--min-idle-hours", "0", "--concurrency", "2", "--max-retries", "0",
         ]  # fmt: skip

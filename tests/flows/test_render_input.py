@@ -146,7 +146,7 @@ def test_render_input_cli_prints_the_message_and_reports_tokens_on_stderr(tmp_pa
     path = tmp_path / "big.jsonl"
     big_rollout(path, 1)
     proc = subprocess.run(
-        [sys.executable, "-m", "memkiln.flows.cli", "render-input", str(path), "--context-window", "20000"],
+        [sys.executable, "-m", "memkiln.cli", "render-input", str(path), "--context-window", "20000"],
         capture_output=True, text=True, timeout=120, env=dict(os.environ),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -175,7 +175,7 @@ def test_render_input_uses_the_same_budget_as_extraction_in_a_small_window(
     big_rollout(path, 1)
     result, _ = stage_one_input_for_file(path, context_window=8_000, rules=load_rules())
     proc = subprocess.run(
-        [sys.executable, "-m", "memkiln.flows.cli", "render-input", str(path), "--context-window", "8000"],
+        [sys.executable, "-m", "memkiln.cli", "render-input", str(path), "--context-window", "8000"],
         capture_output=True, text=True, timeout=120, env=dict(os.environ),
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
@@ -189,7 +189,7 @@ def test_render_input_on_a_file_that_is_not_a_rollout_is_one_line_and_exit_2(
     path = tmp_path / "notes.jsonl"
     path.write_text('{"hello": "world"}\n')
     proc = subprocess.run(
-        [sys.executable, "-m", "memkiln.flows.cli", "render-input", str(path)],
+        [sys.executable, "-m", "memkiln.cli", "render-input", str(path)],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert proc.returncode == 2

@@ -266,7 +266,7 @@ def ingest(
 
             return ingest_flow(_options(settings))
         from memkiln.flows.ingest import ingest_archive
-        from memkiln.flows.progress import Reporter
+        from memkiln.io.progress import Reporter
 
         return ingest_archive(settings, reporter=Reporter(enabled=settings.progress))
 
@@ -324,7 +324,7 @@ def extract(
 
             return extract_flow(_options(settings))
         from memkiln.flows.extract import extract_store
-        from memkiln.flows.progress import Reporter
+        from memkiln.io.progress import Reporter
 
         return extract_store(settings, reporter=Reporter(enabled=settings.progress))
 
@@ -540,7 +540,7 @@ def consolidate(
 
             return consolidate_flow(_options(settings), project)
         from memkiln.flows.consolidate import consolidate_store
-        from memkiln.flows.progress import Reporter
+        from memkiln.io.progress import Reporter
 
         reporter = Reporter(enabled=settings.progress)
         return consolidate_store(settings, project=project, reporter=reporter)
