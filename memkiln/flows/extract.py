@@ -34,7 +34,6 @@ from memkiln.io.backends import HEURISTIC_MODEL, Backend, Request, make_backend
 from memkiln.io.batch import Item as BatchItem
 from memkiln.io.batch import OpenAIBatchBackend, mark_applied, open_owners, poll, submit
 from memkiln.io.jobs import (
-    RETRY_NOW_REASONS,
     Finished,
     Outcome,
     claim_many,
@@ -66,12 +65,8 @@ from memkiln.transforms.heuristic import RolloutFacts
 from memkiln.transforms.prompts import STAGE_ONE_PROMPT_VERSION
 from memkiln.transforms.redact import RuleSet, load_rules, redact_text
 from memkiln.transforms.render import stage_one_inputs
-from memkiln.transforms.selection import (
-    NOT_ELIGIBLE,
-    SelectionPolicy,
-    run_wide_failure_limit,
-    select_candidates,
-)
+from memkiln.transforms.selection import SelectionPolicy, run_wide_failure_limit, select_candidates
+from memkiln.transforms.states import NOT_ELIGIBLE, RETRY_NOW_REASONS
 
 
 @dataclass

@@ -18,18 +18,8 @@ from memkiln.errors import StoreError
 from memkiln.io.store import execute, fetch_pl, now, sql, transaction
 from memkiln.transforms.outputs import StageOneOutput
 from memkiln.transforms.redact import RuleSet, redact_expr
-from memkiln.transforms.selection import JOB_COLUMNS, ROLLOUT_COLUMNS, UNCHARGED_REASONS
-
-#: Failures of the service rather than of the session that the client already retried with
-#: backoff (429, 5xx, timeouts). They use an attempt (a session that always times out must
-#: stop some day), but wait for no retry delay: the next run, as soon as the service is
-#: back, sends them again.
-TRANSIENT_REASONS = ("rate_limited", "server_error", "timeout")
-#: Failures the next run retries at once: the run-wide ones (``UNCHARGED_REASONS``: endpoint
-#: unreachable, key refused, no such model) and the transient ones. Every other failure is
-#: about the session's answer (invalid_json, schema_mismatch, refused, truncated, …) and
-#: waits ``retry_delay_hours``.
-RETRY_NOW_REASONS = UNCHARGED_REASONS + TRANSIENT_REASONS
+from memkiln.transforms.selection import JOB_COLUMNS, ROLLOUT_COLUMNS
+from memkiln.transforms.states import RETRY_NOW_REASONS, TRANSIENT_REASONS, UNCHARGED_REASONS
 
 
 @dataclass(frozen=True)

@@ -15,35 +15,7 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
-SKIP_REASONS = (
-    "source_not_selected",
-    "subagent",
-    "memory_disabled",
-    "no_user_message",
-    "too_old",
-    "outside_range",
-    "still_active",
-    "up_to_date",
-    "retry_budget_exhausted",
-    "retry_later",
-    "leased",
-    "over_run_limit",
-)
-#: Reasons that say a session is not meant to be extracted by this run's settings; every
-#: other decision concerns an eligible session (to do, done, waiting or held).
-NOT_ELIGIBLE = (
-    "source_not_selected",
-    "subagent",
-    "memory_disabled",
-    "no_user_message",
-    "too_old",
-    "outside_range",
-    "still_active",
-)
-DONE_STATUSES = ("succeeded", "succeeded_no_output")
-#: Failures of the whole run (endpoint down, key refused, no such model), not of a session:
-#: they are recorded, but not charged to the session's retry budget.
-UNCHARGED_REASONS = ("connection_error", "auth_error", "not_found")
+from memkiln.transforms.states import DONE_STATUSES, Decision, JobStatus
 
 
 def run_wide_failure_limit(concurrency: int) -> int:
@@ -167,7 +139,7 @@ def select_candidates(
     same_producer = (
         pl.lit(True)
         if producer is None
-        else (pl.col("status") == "succeeded_no_output")
+        else (pl.col("status") == JobStatus.SUCCEEDED_NO_OUTPUT)
         | (
             (pl.col("output_backend") == producer[0])
             & (pl.col("output_model") == producer[1])
@@ -176,40 +148,40 @@ def select_candidates(
     )
     decision = (
         pl.when(pl.col("is_subagent"))
-        .then(pl.lit("subagent"))
+        .then(pl.lit(Decision.SUBAGENT))
         .when(
             ~source_class(
                 source=pl.col("source"), originator=pl.col("originator"), format=pl.col("format")
             ).is_in(list(policy.sources))
         )
-        .then(pl.lit("source_not_selected"))
+        .then(pl.lit(Decision.SOURCE_NOT_SELECTED))
         .when(memory_off)
-        .then(pl.lit("memory_disabled"))
+        .then(pl.lit(Decision.MEMORY_DISABLED))
         .when(pl.col("n_user_messages") == 0)
-        .then(pl.lit("no_user_message"))
+        .then(pl.lit(Decision.NO_USER_MESSAGE))
         .when(pl.lit(not policy.backfill) & (pl.col("updated_at") < age_limit))
-        .then(pl.lit("too_old"))
+        .then(pl.lit(Decision.TOO_OLD))
         .when(~in_range(policy.since, policy.until))
-        .then(pl.lit("outside_range"))
+        .then(pl.lit(Decision.OUTSIDE_RANGE))
         .when(pl.col("updated_at") > idle_limit)
-        .then(pl.lit("still_active"))
+        .then(pl.lit(Decision.STILL_ACTIVE))
         .when(
             pl.col("status").is_in(DONE_STATUSES)
             & (pl.col("done_watermark") == pl.col("updated_at"))
             & same_producer
         )
-        .then(pl.lit("up_to_date"))
+        .then(pl.lit(Decision.UP_TO_DATE))
         .when(
-            (pl.col("status") == "running")
+            (pl.col("status") == JobStatus.RUNNING)
             & pl.col("owner").is_in(list(live_owners))
             & (pl.col("lease_until") > now)
         )
-        .then(pl.lit("leased"))
-        .when((pl.col("status") == "failed") & (attempts >= policy.retry_budget))
-        .then(pl.lit("retry_budget_exhausted"))
-        .when((pl.col("status") == "failed") & same_version & (pl.col("retry_at") > now))
-        .then(pl.lit("retry_later"))
-        .otherwise(pl.lit("take"))
+        .then(pl.lit(Decision.LEASED))
+        .when((pl.col("status") == JobStatus.FAILED) & (attempts >= policy.retry_budget))
+        .then(pl.lit(Decision.RETRY_BUDGET_EXHAUSTED))
+        .when((pl.col("status") == JobStatus.FAILED) & same_version & (pl.col("retry_at") > now))
+        .then(pl.lit(Decision.RETRY_LATER))
+        .otherwise(pl.lit(Decision.TAKE))
     )
     decided = (
         rollouts.join(jobs, on="rollout_id", how="left")
@@ -222,8 +194,8 @@ def select_candidates(
     cap = policy.max_rollouts_per_run
     taken = (newest < (cap + 1) // 2) | (oldest < cap // 2)
     return decided.with_columns(
-        decision=pl.when((pl.col("decision") == "take") & ~taken)
-        .then(pl.lit("over_run_limit"))
+        decision=pl.when((pl.col("decision") == Decision.TAKE) & ~taken)
+        .then(pl.lit(Decision.OVER_RUN_LIMIT))
         .otherwise(pl.col("decision"))
     ).select("rollout_id", "updated_at", "decision", "attempts_so_far")
 
