@@ -613,8 +613,10 @@ def serve(
         raise ConfigError(f"invalid --cron {cron!r}: {str(exc).splitlines()[0]}") from None
     _prefect_environment()
     from memkiln.flows.run import run_flow
+    from memkiln.flows.serving import forkserver_flow_runs
 
     parameters = {"options": _options(settings).model_dump(mode="json")}
+    forkserver_flow_runs()
     run_flow.serve(name=name, cron=cron, parameters=parameters, pause_on_shutdown=False)
 
 

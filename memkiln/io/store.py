@@ -184,7 +184,7 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
     """Apply the schema files this database has not seen; recreate the views. Returns the
     schema version."""
     con.execute((_sql_dir("schema") / "0001_schema_migrations.sql").read_text("utf-8"))
-    applied = {row[0] for row in con.execute("select version from schema_migrations").fetchall()}
+    applied = {row[0] for row in execute(con, "migrations_applied").fetchall()}
     known = schema_files()
     if applied - {version for version, _, _ in known}:
         raise StoreError("this database was written by a newer memkiln; upgrade memkiln")
@@ -193,10 +193,7 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
             continue
         with transaction(con):
             con.execute(text)
-            con.execute(
-                "insert into schema_migrations (version, name) values ($version, $name)",
-                {"version": version, "name": name},
-            )
+            execute(con, "migration_applied", version=version, name=name)
     for entry in sorted(_sql_dir("views").iterdir(), key=lambda e: e.name):
         if entry.name.endswith(".sql"):
             con.execute(entry.read_text(encoding="utf-8"))
@@ -231,19 +228,16 @@ def start_run(con: duckdb.DuckDBPyConnection, *, command: str, archive: str | No
     con.execute(
         sql("close_abandoned_runs"), {"run_id": run_id, "parent_run_id": parent, "at": now()}
     )
-    con.execute(
-        "insert into runs (run_id, command, archive, started_at, status, parent_run_id, "
-        "flow_run_id, pid) values ($run_id, $command, $archive, $started_at, 'running', "
-        "$parent, $flow_run, $pid)",
-        {
-            "run_id": run_id,
-            "command": command,
-            "archive": archive,
-            "started_at": now(),
-            "parent": parent,
-            "flow_run": flow_run,
-            "pid": os.getpid(),
-        },
+    execute(
+        con,
+        "start_run",
+        run_id=run_id,
+        command=command,
+        archive=archive,
+        started_at=now(),
+        parent=parent,
+        flow_run=flow_run,
+        pid=os.getpid(),
     )
     return run_id
 
@@ -260,15 +254,8 @@ def finish_run(
     unknown = set(counts) - set(RUN_COUNTERS)
     if unknown:
         raise ValueError(f"unknown run counters: {sorted(unknown)}")
-    assignments = ", ".join(f"{name} = ${name}" for name in counts)
-    params: dict[str, Any] = {**counts, "run_id": run_id, "status": status, "error": error}
-    params["ended_at"] = now()
-    extra = f", {assignments}" if assignments else ""
-    con.execute(
-        f"update runs set status = $status, error = $error, ended_at = $ended_at{extra} "
-        "where run_id = $run_id",
-        params,
-    )
+    given = {name: counts.get(name, 0) for name in RUN_COUNTERS}  # a run counts from 0
+    execute(con, "finish_run", **given, run_id=run_id, status=status, error=error, ended_at=now())
 
 
 def audits(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
@@ -370,8 +357,9 @@ def _close_stopped_run(
 
 def table_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
     """Row counts of the stage tables (for summaries and idempotency checks)."""
-    names = ("files", "rollouts", "items", "quarantine")
-    return {name: con.execute(f"select count(*) from {name}").fetchall()[0][0] for name in names}
+    found = execute(con, "table_counts")
+    names = [d[0] for d in found.description]
+    return dict(zip(names, found.fetchall()[0], strict=True))
 
 
 def fetch_pl(con: duckdb.DuckDBPyConnection, query: str, params: Any = None) -> pl.DataFrame:

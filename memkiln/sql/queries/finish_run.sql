@@ -1,0 +1,32 @@
+-- Close a run with its status and counters (io/store.RUN_COUNTERS, one parameter each).
+update runs
+set
+    status = $status,
+    error = $error,
+    ended_at = $ended_at,
+    files_seen = $files_seen,
+    files_new = $files_new,
+    files_changed = $files_changed,
+    files_skipped = $files_skipped,
+    files_failed = $files_failed,
+    bytes_read = $bytes_read,
+    rollouts = $rollouts,
+    items = $items,
+    quarantined = $quarantined,
+    secrets_redacted = $secrets_redacted,
+    sessions_considered = $sessions_considered,
+    sessions_succeeded = $sessions_succeeded,
+    sessions_no_output = $sessions_no_output,
+    sessions_failed = $sessions_failed,
+    sessions_reused = $sessions_reused,
+    model_requests = $model_requests,
+    input_tokens = $input_tokens,
+    output_tokens = $output_tokens,
+    cost_usd = $cost_usd,
+    projects = $projects,
+    projects_written = $projects_written,
+    projects_skipped = $projects_skipped,
+    projects_failed = $projects_failed,
+    files_written = $files_written,
+    files_removed = $files_removed
+where run_id = $run_id

@@ -1,0 +1,2 @@
+-- The schema files applied to this database.
+select version from schema_migrations
