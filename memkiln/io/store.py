@@ -5,6 +5,7 @@ One process at a time can hold a DuckDB file; memkiln's flow process is that sin
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import uuid
@@ -85,6 +86,7 @@ def execute(
     return con.execute(sql(query), params)
 
 
+@cache
 def schema_files() -> list[tuple[int, str, str]]:
     """``(version, name, text)`` of every schema file, in order."""
     out = []
@@ -188,16 +190,30 @@ def migrate(con: duckdb.DuckDBPyConnection) -> int:
     known = schema_files()
     if applied - {version for version, _, _ in known}:
         raise StoreError("this database was written by a newer memkiln; upgrade memkiln")
+    migrated = False
     for version, name, text in known:
         if version in applied:
             continue
+        migrated = True
         with transaction(con):
             con.execute(text)
             execute(con, "migration_applied", version=version, name=name)
-    for entry in sorted(_sql_dir("views").iterdir(), key=lambda e: e.name):
-        if entry.name.endswith(".sql"):
-            con.execute(entry.read_text(encoding="utf-8"))
+    views = view_files()
+    digest = hashlib.sha256(b"".join(f"{n}\0{t}\0".encode() for n, t in views)).hexdigest()
+    names = [name.removesuffix(".sql") for name, _ in views]  # a file creates its namesake
+    if migrated or execute(con, "views_digest", names=names).fetchall() != [(digest,)]:
+        with transaction(con):
+            for _, text in views:
+                con.execute(text)
+            execute(con, "views_created", digest=digest)
     return SCHEMA_VERSION
+
+
+@cache
+def view_files() -> list[tuple[str, str]]:
+    """``(name, text)`` of every view file, in name order (views may use earlier ones)."""
+    entries = sorted(_sql_dir("views").iterdir(), key=lambda e: e.name)
+    return [(e.name, e.read_text(encoding="utf-8")) for e in entries if e.name.endswith(".sql")]
 
 
 def now() -> datetime:

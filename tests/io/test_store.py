@@ -81,3 +81,35 @@ def test_a_transaction_that_raises_leaves_nothing_behind(tmp_path: Path) -> None
         assert con.execute("select count(*) from redaction_hits").fetchall() == [(1,)]
     finally:
         con.close()
+
+
+def test_views_are_created_once_and_again_when_missing_or_changed(tmp_path: Path) -> None:
+    db = tmp_path / "m.duckdb"
+    open_store(db).close()
+    con = open_store(db)
+    try:
+        first = con.execute("select digest, created_at from schema_views").fetchall()
+        assert len(first) == 1
+    finally:
+        con.close()
+    con = open_store(db)  # nothing changed: the views are not created again
+    try:
+        assert con.execute("select digest, created_at from schema_views").fetchall() == first
+        con.execute("drop view v_runs")
+    finally:
+        con.close()
+    con = open_store(db)  # a view is missing: created again
+    try:
+        assert con.execute("select count(*) from v_runs").fetchall() == [(0,)]
+        again = con.execute("select created_at from schema_views").fetchall()
+        assert again != [(first[0][1],)]
+        con.execute("update schema_views set digest = 'older view files'")
+        con.execute("create or replace view v_runs as select 1 as stale")
+    finally:
+        con.close()
+    con = open_store(db)  # the view files changed: every view is created from them again
+    try:
+        assert "stale" not in [d[0] for d in con.execute("select * from v_runs").description]
+        assert con.execute("select digest from schema_views").fetchall() == [(first[0][0],)]
+    finally:
+        con.close()
