@@ -51,6 +51,6 @@ def forkserver_flow_runs() -> bool:
         return False
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(PRELOAD)
-    # a stand-in for the module, not a module: hence the ignore
-    engine.multiprocessing = _ForkserverContexts(context)  # type: ignore[assignment]
+    # a stand-in for the module Prefect imported (not re-exported, not a module): hence the ignore
+    engine.multiprocessing = _ForkserverContexts(context)  # type: ignore[attr-defined,assignment]
     return True
