@@ -22,11 +22,11 @@ from tests.fake_openai import FakeOpenAI, Reply, last_user_text
 MARK = re.compile(r"MARK-\d+-\d+")
 
 
-def long_session(archive: Path, *, megabytes: float, turns: int) -> list[str]:
+def long_session(archive: Path, *, megabytes: float, turns: int, n: int = 7) -> list[str]:
     """A Codex session of about ``megabytes`` in ``turns`` user turns, each with shell calls
     whose outputs carry markers, spread through its whole length; returns the markers."""
     at = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
-    meta = {"id": uid(7), "timestamp": ts(at), "cwd": "/home/dev/shop", "source": "cli",
+    meta = {"id": uid(n), "timestamp": ts(at), "cwd": "/home/dev/shop", "source": "cli",
             "originator": "codex-tui", "cli_version": "0.140.0"}  # fmt: skip
     lines: list[dict[str, Any]] = [{"timestamp": ts(at), "type": "session_meta", "payload": meta}]
     markers: list[str] = []
@@ -56,7 +56,7 @@ def long_session(archive: Path, *, megabytes: float, turns: int) -> list[str]:
         add({"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": answer}]})  # fmt: skip
     day = archive / "sessions" / at.strftime("%Y/%m/%d")
     day.mkdir(parents=True, exist_ok=True)
-    path = day / f"rollout-{at.strftime('%Y-%m-%dT%H-%M-%S')}-{uid(7)}.jsonl"
+    path = day / f"rollout-{at.strftime('%Y-%m-%dT%H-%M-%S')}-{uid(n)}.jsonl"
     path.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     return markers
 
@@ -220,3 +220,47 @@ def test_the_heuristic_backend_reads_a_long_session_as_before(tmp_path: Path, ba
     summary = extract_store(s)
     assert summary.outcomes == {"succeeded": 1} and summary.requests == 0
     assert summary.sessions_chunked == 0
+
+
+def test_the_batch_backend_extracts_a_long_session_in_chunks_through_the_request_path(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    markers = long_session(tmp_path / "archive", megabytes=0.3, turns=4)
+    long_session(tmp_path / "archive", megabytes=0.02, turns=1, n=8)  # fits: in the batch
+    s = settings(tmp_path, fake_openai, backend="openai-batch", context_window=20_000)
+    fake_openai.batch_polls_in_progress = 0
+    ingest_archive(s)
+
+    first = extract_store(s)
+
+    assert first.batched == 1 and first.outcomes == {"succeeded": 1}
+    assert first.sessions_chunked == 1
+    texts = sent_texts(fake_openai)  # the chunks and the merge, sent at once
+    assert first.requests == len(texts) + 1 and len(texts) >= 3
+    seen = set()
+    for text in texts:
+        seen.update(MARK.findall(text))
+    assert seen == set(markers)
+    second = extract_store(s)  # applies the batch
+    assert second.outcomes == {"succeeded": 1}
+    (batch,) = fake_openai.batches.values()
+    assert batch["request_counts"]["total"] == 1  # only the session that fits
+    assert rows(s.db, "select count(*) from stage1_outputs") == [(2,)]
+
+
+def test_partial_memories_too_many_for_one_merge_are_merged_in_rounds(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    long_session(tmp_path / "archive", megabytes=0.6, turns=12)
+    s = settings(tmp_path, fake_openai, context_window=6_000, max_output_tokens=1_000)
+    ingest_archive(s)
+
+    summary = extract_store(s)
+
+    assert summary.outcomes == {"succeeded": 1}
+    merges = [t for t in sent_texts(fake_openai) if "<partial_memories>" in t]
+    assert summary.merge_requests == len(merges) >= 3  # a round of merges, then the last
+    assert summary.chunk_requests > 25 and summary.chunks_cut == 0
+    last = merges[-1]
+    assert "### Parts 1 to " in last  # the last merge reads merged memories
+    assert rows(s.db, "select count(*) from stage1_outputs") == [(1,)]
