@@ -684,7 +684,8 @@ def _submit_batch(
                     now_done.append(Finished(failed, watermarks[rid], attempts[rid]))
                     continue
                 _, tokens_in, tokens_out = request_tokens(request, out_each)
-                cost = plan.prices.cost(backend.name, backend.model, tokens_in, tokens_out) or 0.0
+                priced_as = "openai" if request.parts else backend.name  # chunks: not batched
+                cost = plan.prices.cost(priced_as, backend.model, tokens_in, tokens_out) or 0.0
                 if settings.budget_usd is not None and estimate + cost > settings.budget_usd:
                     summary.budget_reached = True
                     summary.stopped = (

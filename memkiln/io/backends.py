@@ -562,7 +562,8 @@ class OpenAIBackend:
             where = ".".join(str(p) for p in problem["loc"]) or "<root>"
             detail = f"response body {where}: {problem['type']}"
             return _Reply(None, "invalid_json", detail, sent=True)
-        cost = self.cost(tokens_in, tokens_out)
+        # sent one by one, never in a batch: the ordinary price, whatever the backend
+        cost = self.prices.cost(OpenAIBackend.name, self.model, tokens_in, tokens_out)
         if parsed.output is None:
             detail = redact_text(clean_text(parsed.detail or ""), rules=self.rules)
             return _Reply(None, parsed.reason, detail, tokens_in, tokens_out, cost, sent=True)

@@ -15,6 +15,7 @@ import pytest
 from memkiln.flows.extract import extract_store
 from memkiln.flows.ingest import ingest_archive
 from memkiln.flows.records import extract_section
+from memkiln.io.prices import PriceBook
 from memkiln.settings import Settings
 from tests.builders import ts, uid
 from tests.fake_openai import FakeOpenAI, Reply, last_user_text
@@ -241,6 +242,13 @@ def test_the_batch_backend_extracts_a_long_session_in_chunks_through_the_request
     for text in texts:
         seen.update(MARK.findall(text))
     assert seen == set(markers)
+    # sent one by one: paid at the ordinary price, not the batch's
+    ((tokens_in, tokens_out, cost),) = rows(
+        s.db, "select input_tokens, output_tokens, cost_usd from stage1_attempts"
+    )
+    assert cost == pytest.approx(
+        PriceBook({}).cost("openai", "gpt-4.1-mini", tokens_in, tokens_out)
+    )
     second = extract_store(s)  # applies the batch
     assert second.outcomes == {"succeeded": 1}
     (batch,) = fake_openai.batches.values()
