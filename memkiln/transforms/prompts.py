@@ -87,6 +87,7 @@ def build_stage_one_input(
     max_output_tokens: int = STAGE_ONE_MAX_OUTPUT_TOKENS,
     omitted_chars: int = 0,
     part: str = "",
+    contents_tokens: int | None = None,
 ) -> StageOneInput:
     """Render the stage-one system prompt and user message; the contents are cut in the
     middle to ``context_window x 95% x 70%`` tokens (150,000 when the window is unknown),
@@ -98,7 +99,9 @@ def build_stage_one_input(
     line, capped (``escaped_line``), and no ``</`` inside the contents can close their block.
 
     ``part`` (a chunk of a session too long for one request, ``memkiln.transforms.chunks``)
-    is a line placed before the contents; a session sent whole has none.
+    is a line placed before the contents; a session sent whole has none. A chunk's planner
+    knows an upper bound of its contents' tokens (``contents_tokens``): within the budget,
+    the contents are not encoded again.
     """
     env = environment()
     template = env.get_template("stage_one_input.md")
@@ -106,9 +109,11 @@ def build_stage_one_input(
     system = env.get_template("stage_one_system.md").render()
     frame = template.render(**fields, rollout_contents="")
     budget = _contents_budget(system, frame, context_window, max_output_tokens)
-    contents, truncation = truncate_middle(
-        escape_block(rollout_contents), budget, omitted_chars=omitted_chars
-    )
+    contents = escape_block(rollout_contents)
+    if contents_tokens is not None and contents_tokens <= budget and not omitted_chars:
+        truncation = Truncation(budget, before=contents_tokens, after=contents_tokens)
+    else:
+        contents, truncation = truncate_middle(contents, budget, omitted_chars=omitted_chars)
     return StageOneInput(
         system=system,
         user=template.render(**fields, rollout_contents=contents),

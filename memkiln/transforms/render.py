@@ -154,6 +154,7 @@ def stage_one_chunks(
                 context_window=context_window,
                 max_output_tokens=max_output_tokens,
                 part=part_note(n, len(chunks)),
+                contents_tokens=chunk.tokens,
             ),
         )
         for n, chunk in enumerate(chunks, start=1)

@@ -169,3 +169,20 @@ def test_chunks_of_a_long_session_each_fit_and_together_hold_every_item() -> Non
         body = prompt.user.split("<rollout_contents>\n", 1)[1].split("\n</rollout_contents>")[0]
         assert count_tokens(body) <= chunk.tokens <= 6_000
         assert f"part {n_part} of {len(built)}" in prompt.user
+
+
+def test_a_known_token_count_within_the_budget_skips_encoding_and_one_over_it_still_cuts() -> None:
+    contents = "\n".join(f'{{"n": {i}, "text": "{"word " * 50}"}}' for i in range(200))
+    exact = count_tokens(contents)
+    kept = build_stage_one_input(
+        rollout_path="/a", rollout_cwd=None, rollout_contents=contents,
+        context_window=None, contents_tokens=exact,
+    )  # fmt: skip
+    assert not kept.truncation.truncated and kept.truncation.tokens_after == exact
+    assert contents in kept.user
+    small = 1_000  # a window whose budget (the minimum) the contents exceed
+    cut = build_stage_one_input(
+        rollout_path="/a", rollout_cwd=None, rollout_contents=contents,
+        context_window=small + 5_000, contents_tokens=exact,
+    )  # fmt: skip
+    assert cut.truncation.truncated and "tokens truncated" in cut.user
