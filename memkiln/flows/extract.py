@@ -51,9 +51,10 @@ from memkiln.io.prices import PriceBook, check_budget_prices
 from memkiln.io.progress import Reporter
 from memkiln.io.snapshot import Publisher
 from memkiln.io.store import cursor as store_cursor
-from memkiln.io.store import fetch_pl, now, open_store, recorded_run
+from memkiln.io.store import fetch_pl, now, open_store, recorded_run, sql
 from memkiln.io.usage import past_output_mean, record_estimate, record_usage
 from memkiln.settings import Options, Settings
+from memkiln.transforms.chunks import turn_starts
 from memkiln.transforms.estimate import (
     DEFAULT_STAGE_ONE_OUTPUT_TOKENS,
     Estimate,
@@ -62,9 +63,9 @@ from memkiln.transforms.estimate import (
 )
 from memkiln.transforms.filtering import filter_memory_items
 from memkiln.transforms.heuristic import RolloutFacts
-from memkiln.transforms.prompts import STAGE_ONE_PROMPT_VERSION
+from memkiln.transforms.prompts import STAGE_ONE_MERGE_VERSION, STAGE_ONE_PROMPT_VERSION
 from memkiln.transforms.redact import RuleSet, load_rules, redact_text
-from memkiln.transforms.render import stage_one_inputs
+from memkiln.transforms.render import stage_one_chunks, stage_one_inputs
 from memkiln.transforms.selection import SelectionPolicy, run_wide_failure_limit, select_candidates
 from memkiln.transforms.states import NOT_ELIGIBLE, RETRY_NOW_REASONS
 
@@ -96,6 +97,12 @@ class ExtractSummary:
     batches_open: int = 0
     #: sessions whose attempt in this run failed (every reason); the CLI exits 1 when > 0
     sessions_failed: int = 0
+    #: sessions over the budget, extracted in chunks; their chunk and merge requests; chunks
+    #: (or single messages) cut in the middle because one item alone was over the budget
+    sessions_chunked: int = 0
+    chunk_requests: int = 0
+    merge_requests: int = 0
+    chunks_cut: int = 0
 
     def counters(self) -> dict[str, float]:
         """The ``runs`` table's counters of this run."""
@@ -139,9 +146,13 @@ def build_requests(
     *,
     settings: Settings,
     rules: RuleSet,
+    chunked: bool = False,
 ) -> list[Request]:
     """Requests for the sessions of ``todo``: their kept items, rendered, redacted again and
-    budgeted into stage-one messages, all sessions of the chunk in one Polars pass."""
+    budgeted into stage-one messages, all sessions of the chunk in one Polars pass.
+
+    With ``chunked`` (a model backend), a session over the budget gets one message per
+    chunk of whole turns (``stage_one_chunks``), its input hash made of them all."""
     ids = todo["rollout_id"].to_list()
     meta = fetch_pl(
         con,
@@ -172,17 +183,51 @@ def build_requests(
         rules=rules,
     ):
         rid = row["rollout_id"]
+        session = per_rollout.get((rid,), empty)
         digest = hashlib.sha256(prompt.system.encode() + b"\0" + prompt.user.encode())
+        chunks = ()
+        if chunked and prompt.truncation.truncated:
+            chunks = tuple(
+                stage_one_chunks(
+                    session,
+                    rollout_path=row["path"],
+                    rollout_cwd=row["cwd"],
+                    starts=turn_starts(session),
+                    budget=prompt.truncation.budget,
+                    context_window=settings.context_window,
+                    max_output_tokens=settings.max_output_tokens,
+                    rules=rules,
+                )
+            )
+        if len(chunks) > 1:  # one chunk alone: the single message, cut, is that chunk
+            digest = hashlib.sha256(STAGE_ONE_MERGE_VERSION.encode())
+            for _, part in chunks:
+                digest.update(part.system.encode() + b"\0" + part.user.encode() + b"\0")
+        else:
+            chunks = ()
         requests.append(
             Request(
                 rollout_id=rid,
-                items=per_rollout.get((rid,), empty),
+                items=session,
                 facts=RolloutFacts(rollout_id=rid, cwd=row["cwd"], updated_at=row["updated_at"]),
                 prompt=prompt,
                 input_hash=digest.hexdigest(),
+                parts=tuple(part for _, part in chunks),
+                chunks=tuple(chunk for chunk, _ in chunks),
+                header=(row["path"], row["cwd"]),
             )
         )
     return requests
+
+
+def request_tokens(request: Request, out_each: int) -> tuple[int, int, int]:
+    """``(requests, input tokens, output tokens)`` a request is expected to use: a chunked
+    session's chunks and the merge of their answers (``out_each`` tokens each)."""
+    if not request.parts:
+        return 1, request_input_tokens(request.prompt), out_each
+    tokens_in = sum(request_input_tokens(part) for part in request.parts)
+    merge_in = request.prompt.system_tokens + out_each * len(request.parts)
+    return len(request.parts) + 1, tokens_in + merge_in, out_each * (len(request.parts) + 1)
 
 
 def extract_store(
@@ -283,8 +328,8 @@ async def _extract(
     in_flight: dict[str, float] = {}
 
     def request_cost(request: Request) -> float:
-        tokens_in = request_input_tokens(request.prompt)
-        cost = plan.prices.cost(backend.name, backend.model, tokens_in, out_each)
+        _, tokens_in, tokens_out = request_tokens(request, out_each)
+        cost = plan.prices.cost(backend.name, backend.model, tokens_in, tokens_out)
         return cost or 0.0
 
     # 3. extract with bounded concurrency; outcomes are written in small batches
@@ -332,7 +377,7 @@ async def _extract(
             in_flight.pop(request.rollout_id, None)
             slots.release()
         spent += result.cost_usd or 0.0
-        summary.requests += result.sent
+        summary.requests += result.requests
         if result.sent and result.reason in RETRY_NOW_REASONS:
             streak.append(result.rollout_id)
         elif summary.stopped is None:
@@ -350,7 +395,9 @@ async def _extract(
         # a separate connection: this runs in a worker thread while the loop keeps
         # sending requests and writing outcomes on ``con``
         with publisher.using(), store_cursor(con) as cur:
-            requests = build_requests(cur, chunk, settings=settings, rules=rules)
+            requests = build_requests(
+                cur, chunk, settings=settings, rules=rules, chunked=backend.name != "heuristic"
+            )
             attempts = claim_many(
                 cur, chunk, run_id=summary.run_id, lease_seconds=settings.lease_seconds
             )
@@ -470,19 +517,23 @@ def _estimate(
         sessions_done=counts["up_to_date"],
         sessions_to_do=todo.height,
     )
-    requests = tokens_in = 0
+    requests = tokens_in = tokens_out = 0
     if backend.name != "heuristic":  # the heuristic backend sends no request
         with store_cursor(con) as cur:
             for chunk in todo.iter_slices(PREPARE_CHUNK * 4):
-                for request in build_requests(cur, chunk, settings=settings, rules=rules):
+                built = build_requests(cur, chunk, settings=settings, rules=rules, chunked=True)
+                for request in built:
                     if (request.rollout_id, request.input_hash) in reusable:
                         continue
                     window = settings.context_window
-                    if window and request.prompt.tokens_needed(settings.max_output_tokens, window):
+                    reserve = settings.max_output_tokens
+                    prompts = request.parts or (request.prompt,)
+                    if window and any(p.tokens_needed(reserve, window) for p in prompts):
                         continue
-                    requests += 1
-                    tokens_in += request_input_tokens(request.prompt)
-    tokens_out = requests * out_each
+                    n, tokens, out = request_tokens(request, out_each)
+                    requests += n
+                    tokens_in += tokens
+                    tokens_out += out
     estimate.add(
         "extract",
         backend.name,
@@ -523,7 +574,14 @@ def _record(
     rules: RuleSet,
     also: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
 ) -> None:
-    """Write finished attempts (``finish_many``) as this run's, by this backend."""
+    """Write finished attempts (``finish_many``) as this run's, by this backend, with what
+    chunked sessions did (``record_chunks``)."""
+
+    def with_chunks(con: duckdb.DuckDBPyConnection) -> None:
+        record_chunks(con, done, run_id=summary.run_id)
+        if also is not None:
+            also(con)
+
     finish_many(
         cur,
         done,
@@ -533,8 +591,32 @@ def _record(
         prompt_version=STAGE_ONE_PROMPT_VERSION,
         retry_delay=timedelta(hours=settings.retry_delay_hours),
         rules=rules,
-        also=also,
+        also=with_chunks,
     )
+
+
+def record_chunks(con: duckdb.DuckDBPyConnection, done: list[Finished], *, run_id: str) -> None:
+    """The chunk counts of the attempts of ``done`` that had any, on their
+    ``stage1_attempts`` rows (written in the same transaction)."""
+    rows = [
+        (f.result.rollout_id, f.attempt, f.result.chunk_requests, f.result.merge_requests,
+         f.result.chunks_mid_turn, f.result.chunks_cut)
+        for f in done
+        if f.result.chunk_requests or f.result.chunks_cut
+    ]  # fmt: skip
+    if not rows:
+        return
+    frame = pl.DataFrame(
+        rows,
+        schema={"rollout_id": pl.String, "attempt": pl.Int32, "chunk_requests": pl.Int32,
+                "merge_requests": pl.Int32, "chunks_mid_turn": pl.Int32, "chunks_cut": pl.Int32},
+        orient="row",
+    )  # fmt: skip
+    con.register("chunked", frame.to_arrow())
+    try:
+        con.execute(sql("record_chunks"), {"run_id": run_id})
+    finally:
+        con.unregister("chunked")
 
 
 def _count(done: list[Finished], outcomes: Counter[str], summary: ExtractSummary) -> None:
@@ -544,6 +626,10 @@ def _count(done: list[Finished], outcomes: Counter[str], summary: ExtractSummary
         outcomes[r.outcome + (f":{r.reason}" if r.reason else "")] += 1
         summary.input_tokens += r.input_tokens
         summary.output_tokens += r.output_tokens
+        summary.sessions_chunked += r.chunk_requests > 0
+        summary.chunk_requests += r.chunk_requests
+        summary.merge_requests += r.merge_requests
+        summary.chunks_cut += r.chunks_cut
         if r.cost_usd is None:
             summary.price_known = False
         else:
@@ -562,7 +648,9 @@ def _submit_batch(
     out_each: int,
 ) -> None:
     """Send this run's sessions as one batch (within the budget); outputs that can be
-    reused and requests over the window are recorded at once."""
+    reused and requests over the window are recorded at once. A session over the budget
+    is extracted in chunks through the ordinary request path now (at the ordinary price),
+    not in the batch: its merge request needs the chunks' answers first."""
     items: list[BatchItem] = []
     now_done: list[Finished] = []
     estimate = plan.spent_before + summary.cost_usd
@@ -570,7 +658,7 @@ def _submit_batch(
         for chunk in todo.iter_slices(PREPARE_CHUNK * 4):
             if summary.budget_reached:
                 break
-            requests = build_requests(cur, chunk, settings=settings, rules=rules)
+            requests = build_requests(cur, chunk, settings=settings, rules=rules, chunked=True)
             attempts = claim_many(
                 cur, chunk, run_id=summary.run_id, lease_seconds=settings.lease_seconds
             )
@@ -590,8 +678,9 @@ def _submit_batch(
                                      input_hash=request.input_hash)  # fmt: skip
                     now_done.append(Finished(failed, watermarks[rid], attempts[rid]))
                     continue
-                tokens_in = request_input_tokens(request.prompt)
-                cost = plan.prices.cost(backend.name, backend.model, tokens_in, out_each) or 0.0
+                _, tokens_in, tokens_out = request_tokens(request, out_each)
+                priced_as = "openai" if request.parts else backend.name  # chunks: not batched
+                cost = plan.prices.cost(priced_as, backend.model, tokens_in, tokens_out) or 0.0
                 if settings.budget_usd is not None and estimate + cost > settings.budget_usd:
                     summary.budget_reached = True
                     summary.stopped = (
@@ -600,6 +689,11 @@ def _submit_batch(
                     )
                     break
                 estimate += cost
+                if request.parts:  # chunks, then their merge: not in one batch
+                    sent = asyncio.run(backend.extract_parts(request))
+                    summary.requests += sent.requests
+                    now_done.append(Finished(sent, watermarks[rid], attempts[rid]))
+                    continue
                 items.append(BatchItem(request, watermarks[rid], attempts[rid]))
         if items:
             submit(cur, backend, items, run_id=summary.run_id)
@@ -612,13 +706,13 @@ def _submit_batch(
             prompt_version=STAGE_ONE_PROMPT_VERSION,
             retry_delay=timedelta(hours=settings.retry_delay_hours),
             rules=rules,
+            also=lambda c: record_chunks(c, now_done, run_id=summary.run_id),
         )
         release_unsent(cur, run_id=summary.run_id)
     summary.requests += len(items)
     summary.batched = len(items)
     outcomes = Counter(summary.outcomes)
-    for f in now_done:
-        outcomes[f.result.outcome + (f":{f.result.reason}" if f.result.reason else "")] += 1
+    _count(now_done, outcomes, summary)
     summary.outcomes = dict(outcomes)
 
 

@@ -47,6 +47,13 @@ def extract_section(s: ExtractSummary) -> Section:
     if s.batched or s.batches_open:  # openai-batch
         rows += [("  sent in a batch", s.batched), ("batches still running", s.batches_open)]
     rows += [(f"  {outcome}", n) for outcome, n in sorted(s.outcomes.items())]
+    if s.sessions_chunked or s.chunks_cut:  # sessions over the budget
+        rows += [
+            ("sessions in chunks", s.sessions_chunked),
+            ("  chunk requests", s.chunk_requests),
+            ("  merge requests", s.merge_requests),
+            ("messages cut (one item over budget)", s.chunks_cut),
+        ]
     rows += [("tokens in", s.input_tokens), ("tokens out", s.output_tokens)]
     cost = format_cost(s.cost_usd if s.price_known else None)
     shown = [(what, _fmt(v)) for what, v in rows] + [("cost (USD)", cost)]

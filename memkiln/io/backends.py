@@ -31,6 +31,7 @@ from memkiln.io.jobs import Outcome
 from memkiln.io.prices import PriceBook
 from memkiln.io.store import now
 from memkiln.settings import Settings, openai_api_key
+from memkiln.transforms.chunks import Chunk, merge_groups, partial_block
 from memkiln.transforms.heuristic import RolloutFacts, extract_heuristic
 from memkiln.transforms.outputs import (
     ConsolidationOutput,
@@ -42,7 +43,11 @@ from memkiln.transforms.outputs import (
     stage_one_json_schema,
     strict_schema,
 )
-from memkiln.transforms.prompts import ConsolidationInput, StageOneInput
+from memkiln.transforms.prompts import (
+    ConsolidationInput,
+    StageOneInput,
+    build_stage_one_merge_input,
+)
 from memkiln.transforms.redact import RuleSet, redact_text
 from memkiln.transforms.text import clean_text
 from memkiln.transforms.tokens import count_tokens
@@ -74,6 +79,12 @@ class Request:
     facts: RolloutFacts
     prompt: StageOneInput
     input_hash: str
+    #: a session over the budget: one message per chunk (``prompt``, the message cut in
+    #: the middle, is then sent by no model backend), and the chunks
+    parts: tuple[StageOneInput, ...] = ()
+    chunks: tuple[Chunk, ...] = ()
+    #: the session's path and cwd as its messages show them (for the merge request)
+    header: tuple[str, str | None] = ("", None)
 
 
 class Backend(Protocol):
@@ -307,6 +318,61 @@ class DaemonThreads:
                 future.set_exception(exc)
 
 
+@dataclass(frozen=True)
+class _Reply:
+    """One answer of a chunked session's requests: its memory, or why there is none."""
+
+    output: StageOneOutput | None
+    reason: str | None = None
+    detail: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = 0.0
+    sent: bool = False
+
+
+@dataclass
+class _Spent:
+    """The requests, tokens and cost of a chunked session so far."""
+
+    chunk_requests: int = 0
+    merge_requests: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = 0.0
+
+    def add(self, base: Outcome, replies: list[_Reply], *, merge: bool) -> Outcome | None:
+        """Count ``replies``; the session's failed outcome when one of them failed."""
+        for r in replies:
+            if merge:
+                self.merge_requests += r.sent
+            else:
+                self.chunk_requests += r.sent
+            self.input_tokens += r.input_tokens
+            self.output_tokens += r.output_tokens
+            if self.cost_usd is not None:
+                self.cost_usd = None if r.cost_usd is None else self.cost_usd + r.cost_usd
+        failed = next((r for r in replies if r.output is None), None)
+        if failed is None:
+            return None
+        return replace(base, reason=failed.reason, detail=failed.detail, **self.usage(base))
+
+    def usage(self, base: Outcome) -> dict[str, Any]:
+        """The outcome fields of what was spent (and of ``base``'s chunk counts)."""
+        return {
+            "input_hash": base.input_hash,
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cost_usd": self.cost_usd,
+            "started_at": base.started_at,
+            "sent": True,
+            "chunk_requests": self.chunk_requests,
+            "merge_requests": self.merge_requests,
+            "chunks_mid_turn": base.chunks_mid_turn,
+            "chunks_cut": base.chunks_cut,
+        }
+
+
 class OpenAIBackend:
     """Any OpenAI-compatible endpoint (OpenAI, Azure, vLLM, Ollama, llama.cpp server).
 
@@ -361,11 +427,17 @@ class OpenAIBackend:
         return self.prices.cost(self.name, self.model, tokens_in, tokens_out)
 
     async def extract(self, request: Request) -> Outcome:
+        if request.parts:
+            return await self.extract_parts(request)
         started = now()
-        base = Outcome(
-            request.rollout_id, "failed", input_hash=request.input_hash, started_at=started
-        )
         prompt = request.prompt
+        base = Outcome(
+            request.rollout_id,
+            "failed",
+            input_hash=request.input_hash,
+            started_at=started,
+            chunks_cut=int(prompt.truncation.truncated),
+        )
         needed = self.context_window and prompt.tokens_needed(
             self.max_output_tokens, self.context_window
         )
@@ -394,6 +466,7 @@ class OpenAIBackend:
             "cost_usd": self.cost(tokens_in, tokens_out),
             "started_at": started,
             "sent": True,
+            "chunks_cut": base.chunks_cut,
         }
         if parsed.output is None:
             return Outcome(
@@ -404,6 +477,98 @@ class OpenAIBackend:
                 **usage,
             )
         return finalize(request.rollout_id, parsed.output, rules=self.rules, **usage)
+
+    async def extract_parts(self, request: Request) -> Outcome:
+        """A session over the budget: one request per chunk, then requests that merge the
+        chunks' partial memories into one stage-one output (in rounds, when the partials do
+        not fit one request). Any failed request fails the whole session, nothing of it
+        stored, with the tokens and cost of every request sent."""
+        started = now()
+        base = Outcome(
+            request.rollout_id,
+            "failed",
+            input_hash=request.input_hash,
+            started_at=started,
+            chunks_mid_turn=sum(c.mid_turn for c in request.chunks),
+            chunks_cut=sum(p.truncation.truncated for p in request.parts),
+        )
+        for prompt in request.parts:
+            needed = self.context_window and prompt.tokens_needed(
+                self.max_output_tokens, self.context_window
+            )
+            if needed:
+                detail = f"{needed} tokens needed, window {self.context_window}"
+                return replace(base, reason="context_overflow", detail=detail)
+        spent = _Spent()
+        replies = await asyncio.gather(*(self._ask(p) for p in request.parts))
+        outcome = spent.add(base, replies, merge=False)
+        if outcome is not None:
+            return outcome
+        total = len(request.parts)
+        # (first part, last part, memory) of each partial memory with something in it
+        partials = [
+            (n, n, r.output)
+            for n, r in enumerate(replies, start=1)
+            if r.output is not None and not r.output.is_noop
+        ]
+        path, cwd = request.header
+        empty = build_stage_one_merge_input(
+            rollout_path=path, rollout_cwd=cwd, partials="", context_window=self.context_window,
+            max_output_tokens=self.max_output_tokens,
+        )  # fmt: skip
+        while partials:
+            blocks = [partial_block(first, last, total, out) for first, last, out in partials]
+            groups = merge_groups([count_tokens(b) for b in blocks], budget=empty.truncation.budget)
+            final = len(groups) == 1
+            merges = [
+                build_stage_one_merge_input(
+                    rollout_path=path,
+                    rollout_cwd=cwd,
+                    partials="\n".join(blocks[i] for i in g),
+                    context_window=self.context_window,
+                    max_output_tokens=self.max_output_tokens,
+                )
+                for g in groups
+                if final or len(g) > 1
+            ]
+            base = replace(base, chunks_cut=base.chunks_cut + sum(
+                m.truncation.truncated for m in merges))  # fmt: skip
+            replies = await asyncio.gather(*(self._ask(m) for m in merges))
+            outcome = spent.add(base, replies, merge=True)
+            if outcome is not None:
+                return outcome
+            outputs = [r.output for r in replies if r.output is not None]
+            if final:
+                return finalize(request.rollout_id, outputs[0], rules=None, **spent.usage(base))
+            merged = iter(outputs)
+            kept = []
+            for g in groups:  # a lone partial goes on to the next round as it is
+                first, last = partials[g[0]][0], partials[g[-1]][1]
+                out = next(merged) if len(g) > 1 else partials[g[0]][2]
+                if not out.is_noop:
+                    kept.append((first, last, out))
+            partials = kept
+        return Outcome(request.rollout_id, "succeeded_no_output", **spent.usage(base))
+
+    async def _ask(self, prompt: StageOneInput) -> _Reply:
+        """One request of a chunked session, its answer parsed and made safe."""
+        try:
+            parsed, tokens_in, tokens_out = await self._threads.run(partial(self._call, prompt))
+        except openai.APIError as exc:
+            detail = redact_text(f"{type(exc).__name__}: {exc}"[:300], rules=self.rules)
+            return _Reply(None, failure_reason(exc), detail, sent=True)
+        except ValidationError as exc:  # a 200 whose body is not a response of this API
+            problem = exc.errors()[0]
+            where = ".".join(str(p) for p in problem["loc"]) or "<root>"
+            detail = f"response body {where}: {problem['type']}"
+            return _Reply(None, "invalid_json", detail, sent=True)
+        # sent one by one, never in a batch: the ordinary price, whatever the backend
+        cost = self.prices.cost(OpenAIBackend.name, self.model, tokens_in, tokens_out)
+        if parsed.output is None:
+            detail = redact_text(clean_text(parsed.detail or ""), rules=self.rules)
+            return _Reply(None, parsed.reason, detail, tokens_in, tokens_out, cost, sent=True)
+        output = safe_strings(parsed.output, rules=self.rules)
+        return _Reply(output, None, None, tokens_in, tokens_out, cost, sent=True)
 
     def request_body(self, prompt: StageOneInput) -> tuple[str, dict[str, Any]]:
         """The path and body of a stage-one request (the Batch API sends the same body)."""

@@ -37,6 +37,17 @@ class Outcome:
     cost_usd: float | None = 0.0  # None: the model's price is unknown
     started_at: datetime | None = None
     sent: bool = False  # a request went to the model (not refused before it, not reused)
+    #: a session over the budget (``memkiln.transforms.chunks``): the chunk and merge
+    #: requests sent, the chunks that start inside a turn, the chunks cut in the middle
+    chunk_requests: int = 0
+    merge_requests: int = 0
+    chunks_mid_turn: int = 0
+    chunks_cut: int = 0
+
+    @property
+    def requests(self) -> int:
+        """Model requests this attempt sent."""
+        return self.chunk_requests + self.merge_requests or int(self.sent)
 
 
 def release_orphans(con: duckdb.DuckDBPyConnection, *, run_id: str) -> int:

@@ -86,6 +86,8 @@ def build_stage_one_input(
     context_window: int | None,
     max_output_tokens: int = STAGE_ONE_MAX_OUTPUT_TOKENS,
     omitted_chars: int = 0,
+    part: str = "",
+    contents_tokens: int | None = None,
 ) -> StageOneInput:
     """Render the stage-one system prompt and user message; the contents are cut in the
     middle to ``context_window x 95% x 70%`` tokens (150,000 when the window is unknown),
@@ -95,15 +97,43 @@ def build_stage_one_input(
 
     The path and the cwd come from the session, not from memkiln: they go in escaped, on one
     line, capped (``escaped_line``), and no ``</`` inside the contents can close their block.
+
+    ``part`` (a chunk of a session too long for one request, ``memkiln.transforms.chunks``)
+    is a line placed before the contents; a session sent whole has none. A chunk's planner
+    knows an upper bound of its contents' tokens (``contents_tokens``): within the budget,
+    the contents are not encoded again.
     """
     env = environment()
     template = env.get_template("stage_one_input.md")
-    fields = {
+    fields = {**_header(rollout_path, rollout_cwd), "part": part}
+    system = env.get_template("stage_one_system.md").render()
+    frame = template.render(**fields, rollout_contents="")
+    budget = _contents_budget(system, frame, context_window, max_output_tokens)
+    contents = escape_block(rollout_contents)
+    if contents_tokens is not None and contents_tokens <= budget and not omitted_chars:
+        truncation = Truncation(budget, before=contents_tokens, after=contents_tokens)
+    else:
+        contents, truncation = truncate_middle(contents, budget, omitted_chars=omitted_chars)
+    return StageOneInput(
+        system=system,
+        user=template.render(**fields, rollout_contents=contents),
+        truncation=truncation,
+        frame=frame,
+    )
+
+
+def _header(rollout_path: str, rollout_cwd: str | None) -> dict[str, str]:
+    return {
         "rollout_path": escaped_line(rollout_path, HEADER_VALUE_CHARS),
         "rollout_cwd": escaped_line(rollout_cwd, HEADER_VALUE_CHARS) if rollout_cwd else "unknown",
     }
-    system = env.get_template("stage_one_system.md").render()
-    frame = template.render(**fields, rollout_contents="")
+
+
+def _contents_budget(
+    system: str, frame: str, context_window: int | None, max_output_tokens: int
+) -> int:
+    """The tokens the data of a stage-one message may take (``stage_one_budget``), beside
+    ``system``, the rest of the user message (``frame``) and the output reserve."""
     budget = stage_one_budget(context_window)
     if context_window:
         # a token is at least one byte: count the messages only when their size does not
@@ -112,12 +142,36 @@ def build_stage_one_input(
         if stage_one_budget(context_window, reserved_tokens=reserved) < budget:
             reserved = _static_tokens(system) + count_tokens(frame) + 2 + max_output_tokens
             budget = stage_one_budget(context_window, reserved_tokens=reserved)
-    contents, truncation = truncate_middle(
-        escape_block(rollout_contents), budget, omitted_chars=omitted_chars
-    )
+    return budget
+
+
+#: Bumped whenever the merge template changes; part of a chunked session's input hash.
+STAGE_ONE_MERGE_VERSION = "stage1-merge-v1"
+
+
+def build_stage_one_merge_input(
+    *,
+    rollout_path: str,
+    rollout_cwd: str | None,
+    partials: str,
+    context_window: int | None,
+    max_output_tokens: int = STAGE_ONE_MAX_OUTPUT_TOKENS,
+) -> StageOneInput:
+    """The request that merges the partial memories of a chunked session
+    (``memkiln.transforms.chunks.partial_block``, joined) into one stage-one output: the
+    stage-one system prompt (the same schema and rules) and the merge template, the partials
+    under the same budget as a session's contents (cut in the middle only when a group of
+    partials planned by ``merge_groups`` still exceeds it)."""
+    env = environment()
+    template = env.get_template("stage_one_merge_input.md")
+    fields = _header(rollout_path, rollout_cwd)
+    system = env.get_template("stage_one_system.md").render()
+    frame = template.render(**fields, partials="")
+    budget = _contents_budget(system, frame, context_window, max_output_tokens)
+    contents, truncation = truncate_middle(escape_block(partials), budget)
     return StageOneInput(
         system=system,
-        user=template.render(**fields, rollout_contents=contents),
+        user=template.render(**fields, partials=contents),
         truncation=truncation,
         frame=frame,
     )

@@ -8,9 +8,10 @@ from typing import Any
 
 import polars as pl
 
-from memkiln.transforms.prompts import StageOneInput, build_stage_one_input
+from memkiln.transforms.chunks import Chunk, part_note, plan_chunks
+from memkiln.transforms.prompts import StageOneInput, build_stage_one_input, escape_block
 from memkiln.transforms.redact import RuleSet, redact_expr
-from memkiln.transforms.tokens import stage_one_keep_chars
+from memkiln.transforms.tokens import count_tokens, stage_one_keep_chars
 
 #: An item's JSON beyond its text (its type, role, ids, quotes, the line end), estimated.
 ITEM_OVERHEAD_CHARS = 64
@@ -114,3 +115,47 @@ def stage_one_inputs(
                 omitted_chars=omitted or 0,
             ),
         )
+
+
+#: Tokens of the chunk budget left for the line that names a chunk's part (``part_note``).
+PART_NOTE_TOKENS = 64
+
+
+def stage_one_chunks(
+    items: pl.DataFrame,
+    *,
+    rollout_path: str,
+    rollout_cwd: str | None,
+    starts: list[int],
+    budget: int,
+    context_window: int | None,
+    max_output_tokens: int,
+    rules: RuleSet,
+) -> list[tuple[Chunk, StageOneInput]]:
+    """The stage-one messages of a session too long for one (``items``: its kept items;
+    ``budget``: the contents budget its single message had), one per chunk of whole turns
+    (``plan_chunks``; a chunk begins only at one of ``starts``, ``seq`` values), each rendered
+    by the stage-one builder, so each is counted and budgeted as a single message is."""
+    rendered = (
+        render_items(items.lazy().sort("seq"), rules=rules).select("seq", "item_json").collect()
+    )
+    texts = rendered["item_json"].to_list()
+    tokens = [count_tokens(escape_block(text)) for text in texts]
+    chunks = plan_chunks(
+        rendered["seq"].to_list(), tokens, starts=starts, budget=budget - PART_NOTE_TOKENS
+    )
+    return [
+        (
+            chunk,
+            build_stage_one_input(
+                rollout_path=rollout_path,
+                rollout_cwd=rollout_cwd,
+                rollout_contents="\n".join(texts[chunk.start : chunk.stop]),
+                context_window=context_window,
+                max_output_tokens=max_output_tokens,
+                part=part_note(n, len(chunks)),
+                contents_tokens=chunk.tokens,
+            ),
+        )
+        for n, chunk in enumerate(chunks, start=1)
+    ]
