@@ -98,7 +98,8 @@ NOT_DONE_CLAIM = (
 #: Commands worth remembering as "worked": not a plain look around the tree.
 TRIVIAL_COMMAND = (
     r"^(?:cd [^&;]+&& ?)?(?:ls|cat|sed -n|head|tail|rg|grep|find|pwd|echo|wc|git (?:status|diff|"
-    r"log|show|branch)|nl|tree|which|type|Get-Content|Get-ChildItem|dir|applypatch|apply_patch)\b"
+    r"log|show|branch)|nl|tree|which|type|date|Get-Content|Get-ChildItem|dir|applypatch|"
+    r"apply_patch)\b|--version$|<<|\n"
 )
 ERROR_LINE = (
     r"(?im)^.*(?:error|exception|traceback|failed|failure|fatal|not found|no such file|"
@@ -293,7 +294,10 @@ def _calls(items: pl.DataFrame) -> pl.DataFrame:
                     r"(?:Exit code: 1\b|exited with code 1\b|\"exit_code\":\s*1\b)"
                 )
             ).fill_null(False),
-            error_line=pl.col("output").str.extract(f"({ERROR_LINE})", 1),
+            # an older Codex output is JSON ({"output": "...", "metadata": ...}): its text
+            error_line=pl.coalesce(pl.col("output").str.json_path_match("$.output"), "output")
+            .str.extract(f"({ERROR_LINE})", 1)
+            .str.strip_chars(),
         )
         .with_columns(is_check=pl.col("command").str.contains(TEST_OR_BUILD).fill_null(False))
         .sort("seq")
@@ -440,6 +444,7 @@ def _worked(calls: pl.DataFrame) -> list[str]:
         pl.col("command").is_not_null()
         & ~pl.col("failed")
         & ~pl.col("command").str.contains(TRIVIAL_COMMAND)
+        & (pl.col("command").str.len_chars() <= 120)
     ).sort("is_check", "seq", descending=[True, False])
     return list(dict.fromkeys(_clip(c, 120) for c in ok["command"].to_list()))[:6]
 
