@@ -22,7 +22,8 @@ shared, so one set of expressions serves all three):
   (``# Context from my IDE setup:``) keeps what follows ``## My request for Codex:``, a
   custom prompt expanded into the message (``## User Input`` then a fenced block, then the
   prompt's body) keeps the fenced input, and Claude Code's slash-command wrapper
-  (``<command-name>/x</command-name>…<command-args>a</command-args>``) becomes ``/x a``; a
+  (``<command-name>/x</command-name>…<command-args>a</command-args>``) becomes ``/x a``, and
+  Pi's expanded skill (``<skill name="…" location="…">…</skill>``) keeps what follows it; a
   wrapper with no words left is dropped;
 - a message left with no parts is dropped.
 """
@@ -70,6 +71,9 @@ PROMPT_INPUT = r"(?s)^(?:---\n.*?\n---\s*)?## User Input\s*```[A-Za-z]*\n(.*?)``
 COMMAND_START = r"^<command-(?:name|message)>"
 COMMAND_NAME = r"(?s)<command-name>\s*(.*?)\s*</command-name>"
 COMMAND_ARGS = r"(?s)<command-args>\s*(.*?)\s*</command-args>"
+#: Pi's skill, expanded into the message with its attributes, then the user's words.
+PI_SKILL_START = r"^<skill name="
+PI_SKILL_WORDS = r"(?s)</skill>\s*(.*)$"
 
 
 def _escape(literal: str) -> str:
@@ -95,6 +99,7 @@ def wrapper_part_expr(text: pl.Expr) -> pl.Expr:
         trimmed.str.starts_with(IDE_CONTEXT)
         | trimmed.str.contains(PROMPT_START)
         | trimmed.str.contains(COMMAND_START)
+        | trimmed.str.contains(PI_SKILL_START)
     ).fill_null(False)
 
 
@@ -115,6 +120,8 @@ def user_words_expr(text: pl.Expr) -> pl.Expr:
         .then(trimmed.str.extract(IDE_REQUEST, 1).str.strip_chars())
         .when(trimmed.str.contains(PROMPT_START))
         .then(prompt_input)
+        .when(trimmed.str.contains(PI_SKILL_START))
+        .then(trimmed.str.extract(PI_SKILL_WORDS, 1).str.strip_chars())
         .otherwise(command)
     )
     empty = words.is_null() | words.is_in(["", "$ARGUMENTS"])

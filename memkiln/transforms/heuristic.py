@@ -81,11 +81,14 @@ TEST_OR_BUILD = (
     r"(?:npm|pnpm|yarn|bun)(?: run)? (?:test|build|lint|check|typecheck|type-check)\b|"
     r"cargo (?:test|build|check|clippy|nextest)|go (?:test|build|vet)|make\b|cmake --build|ctest|"
     r"mvn|gradle|gradlew|dotnet (?:test|build)|tsc\b|ruff|mypy|pyright|eslint|phpunit|rspec|"
-    r"rake test|swift (?:test|build)|xcodebuild|python3? -m (?:pytest|unittest)|unittest)"
+    r"rake test|swift (?:test|build)|xcodebuild|python3? -m (?:pytest|unittest)|unittest|"
+    r"(?:mise|just|task|uv|poetry|hatch|pdm|deno|composer) (?:run )?(?:test|lint|build|check|ci)\b)"
 )
 #: The agent's final answer reports a completed task, or one it could not complete.
 DONE_CLAIM = (
-    r"(?i)\b(?:all (?:\d+ )?tests? pass|tests? (?:now )?pass|(?:build|lint|check)s? (?:now )?pass|"
+    r"(?i)^(?:committed|pushed|merged|deployed|added|updated|created|fixed|implemented|removed|"
+    r"renamed|moved|wrote|refactored|replaced|installed|upgraded)\b|"
+    r"\b(?:all (?:\d+ )?tests? pass|tests? (?:now )?pass|(?:build|lint|check)s? (?:now )?pass|"
     r"passes|passing|is now|now works|now working|works now|fixed|implemented|i(?:'ve| have) "
     r"(?:added|updated|created|implemented|fixed|changed|removed|made|written|refactored)|"
     r"(?:done|completed?)\b)"
@@ -388,12 +391,13 @@ def _outcome(
     if final and re.search(DONE_CLAIM, final):
         return "success", f'the agent reported: "{_clip(_claim(answer, DONE_CLAIM), 100)}"'
     commands = calls.filter(pl.col("command").is_not_null())
-    if (
-        answer
-        and commands.height
-        and commands["output"].fill_null("")[-1:].str.contains(EXIT_OK).all()
-    ):
-        return "success", "the last command exited 0 and the agent answered"
+    if answer and commands.height:
+        output = commands["output"].fill_null("")[-1]
+        if re.search(EXIT_OK, output):
+            return "success", "the last command exited 0 and the agent answered"
+        stated = re.search(r"(?i)exit code|exit_code|exited with", output)
+        if not stated and not re.search(ERROR_LINE, output):  # Claude Code, Pi: no exit code
+            return "success", "the last command ran without an error and the agent answered"
     return "uncertain", "no feedback, check or tool call to judge by"
 
 

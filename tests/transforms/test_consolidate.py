@@ -100,8 +100,7 @@ def test_near_duplicate_bullets_merge_and_keep_every_source() -> None:
 def test_memory_summary_leads_with_do_and_avoid_and_leaves_out_file_lists() -> None:
     merged = pl.DataFrame(
         {
-            "section": ["preferences", "knowledge", "knowledge", "knowledge", "knowledge"]
-            + ["failures"],
+            "section": ["preferences", *["knowledge"] * 4, "failures"],
             "text": [
                 "Always run the linter first.",
                 "Files changed: package.json, src/app.tsx",

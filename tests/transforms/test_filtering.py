@@ -214,3 +214,10 @@ def test_wrappers_are_only_cut_in_user_messages() -> None:
     assert kept(item(role="assistant", parts=[IDE])) == [
         ("response_item", "message", "assistant", IDE)
     ]
+
+
+def test_a_pi_skill_keeps_the_words_after_it_and_alone_is_dropped() -> None:
+    skill = '<skill name="commit" location="/home/u/.pi/skills/commit/SKILL.md">\nsteps\n</skill>'
+    assert kept(item(parts=[skill + "\n\nsplit it in two commits"]), item(parts=[skill])) == [
+        ("response_item", "message", "user", "split it in two commits")
+    ]

@@ -52,15 +52,13 @@ class Session:
             text=text,
         )
 
-    def shell(self, command: str, exit_code: int, output: str = "") -> Session:
+    def shell(self, command: str, exit_code: int | None, output: str = "") -> Session:
+        """A shell call; its output states the exit code unless it is None (Claude Code)."""
         call_id = f"c{len(self.rows)}"
         args = json.dumps({"command": ["bash", "-lc", command]})
         self._add(item_type="function_call", name="shell", call_id=call_id, text=args)
-        return self._add(
-            item_type="function_call_output",
-            call_id=call_id,
-            text=f"Exit code: {exit_code}\nOutput:\n{output}",
-        )
+        stated = "" if exit_code is None else f"Exit code: {exit_code}\nOutput:\n"
+        return self._add(item_type="function_call_output", call_id=call_id, text=stated + output)
 
     def extract(self) -> StageOneOutput:
         schema = ITEM_COLUMNS | {"rollout_id": pl.String, "seq": pl.Int32}
@@ -185,9 +183,34 @@ def test_each_segment_is_a_task_with_its_own_outcome() -> None:
             Session()
             .user("Rename the config key.")
             .shell("sed -i s/old/new/ config.toml", 0)
-            .answer("Renamed the key in config.toml."),
+            .answer("The key in config.toml has its new name."),
             "success",
             "the last command exited 0 and the agent answered",
+        ),
+        (
+            Session()
+            .user("Commit the fix.")
+            .shell("git commit -am 'Fix clean'", None, "[main 22c57db] Fix clean")
+            .answer("Committed as 22c57db."),
+            "success",
+            'the agent reported: "Committed as 22c57db."',
+        ),
+        (
+            Session()
+            .user("Tag the release.")
+            .shell("git tag v1.2", None, "")
+            .answer("Tagged it v1.2 for you."),
+            "success",
+            "the last command ran without an error and the agent answered",
+        ),
+        (
+            Session()
+            .user("Run the CI task locally.")
+            .shell("mise run test:ci", 1, "FAIL pkg/clean")
+            .shell("mise run test:ci", 0, "ok pkg/clean")
+            .answer("CI is green locally."),
+            "success",
+            "`mise run test:ci` passed after failing",
         ),
         (
             Session()
