@@ -6,7 +6,9 @@ user would, then reads the store and the memory files and prints:
 - the outcome distribution of the tasks in the stored raw memories;
 - the share of sessions whose first task title is the first genuine user request (the first
   user message part that is not injected context, judged by this script's own marker list,
-  with Codex's IDE wrapper cut to what follows ``## My request for Codex:``);
+  with Codex's IDE wrapper cut to what follows ``## My request for Codex:``, an expanded
+  custom prompt to its ``## User Input`` block, a Pi skill to the words after it, and bare
+  slash commands such as ``/model`` skipped);
 - the length of every project's ``memory_summary.md`` (tokens, lines) and its first section;
 - injected-context markup and double bullets found in the memory files.
 
@@ -88,6 +90,10 @@ def genuine_request(parts: list[str]) -> str | None:
             text = text.split(IDE_REQUEST, 1)[1].strip()
         elif text.startswith("# Context from my IDE setup:"):
             continue
+        if text.startswith("<skill name="):  # Pi's skill, then the user's words
+            text = text.split("</skill>", 1)[-1].strip() if "</skill>" in text else ""
+        if re.fullmatch(r"/[\w.:-]+(?: [^\n]{0,60})?", text):
+            continue  # a bare slash command is an instruction to the tool, not a request
         prompt = PROMPT_INPUT.match(text)
         if prompt:
             text = prompt.group(1).strip()

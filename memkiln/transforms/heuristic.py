@@ -302,7 +302,11 @@ def _calls(items: pl.DataFrame) -> pl.DataFrame:
             .str.extract(f"({ERROR_LINE})", 1)
             .str.strip_chars(),
         )
-        .with_columns(is_check=pl.col("command").str.contains(TEST_OR_BUILD).fill_null(False))
+        .with_columns(  # a check is the command itself, not a script that mentions one
+            is_check=pl.col("command").str.split("\n").list.first().str.contains(TEST_OR_BUILD)
+            & ~pl.col("command").str.contains("<<")
+        )
+        .with_columns(pl.col("is_check").fill_null(False))
         .sort("seq")
     )
 
