@@ -240,6 +240,11 @@ SUMMARY_PITFALLS = 8
 SUMMARY_COMMANDS = 8
 SUMMARY_KNOWLEDGE = 8
 SUMMARY_BULLET_CHARS = 300
+#: Failures of a look around the tree or of an edit tool: the agent's own slips, not pitfalls.
+SLIP_BULLET = (
+    r"^`(?:cd [^&;`]+&& ?)?(?:ls|cat|head|tail|sed -n|rg|grep|find|wc|nl|pwd|which|"
+    r"apply_patch|applypatch|Get-Content|Get-ChildItem)\b"
+)
 #: Knowledge bullets that are a session's record, not advice.
 RECORD_BULLET = r"^(?:Final answer|Commands that ran|Commands that worked|Files changed):"
 
@@ -284,6 +289,8 @@ def render_memory_summary(
         rows = merged.filter(pl.col("section") == section)
         if section == "knowledge":
             rows = rows.filter(~pl.col("text").str.contains(RECORD_BULLET))
+        if section == "failures":
+            rows = rows.filter(~pl.col("text").str.contains(SLIP_BULLET))
         return [one_line(t, SUMMARY_BULLET_CHARS) for t in rows.head(n)["text"].to_list()]
 
     lists = [

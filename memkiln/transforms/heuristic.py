@@ -37,9 +37,10 @@ EDIT_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit", "edit", "write", "st
 
 #: A user sentence that states a preference or standing instruction.
 PREFERENCE = (
-    r"(?i)\b(?:always|never|don't|do not|please (?:use|keep|avoid|don't|do not|make)|"
-    r"i (?:prefer|like|would rather|'d rather)|make sure|avoid|instead of|rather than|"
-    r"(?:you|we) must|must (?:not|never|always)|should not|shouldn't)\b"
+    r"(?i)(?:\b(?:always|never|please (?:use|keep|avoid|don't|do not|make)|i (?:prefer|like|"
+    r"would rather|'d rather)|make sure|avoid|instead of|rather than|(?:you|we) must|"
+    r"must (?:not|never|always)|(?:you|we) (?:should not|shouldn't|don't|do not))\b"
+    r"|^(?:please,? )?(?:don't|do not)\b)"  # "don't" as an instruction, not a report
 )
 #: A sentence that asks rather than states (a question mark is not always typed).
 QUESTION = (

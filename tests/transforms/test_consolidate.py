@@ -100,7 +100,7 @@ def test_near_duplicate_bullets_merge_and_keep_every_source() -> None:
 def test_memory_summary_leads_with_do_and_avoid_and_leaves_out_file_lists() -> None:
     merged = pl.DataFrame(
         {
-            "section": ["preferences", *["knowledge"] * 4, "failures"],
+            "section": ["preferences", *["knowledge"] * 4, "failures", "failures"],
             "text": [
                 "Always run the linter first.",
                 "Files changed: package.json, src/app.tsx",
@@ -108,8 +108,9 @@ def test_memory_summary_leads_with_do_and_avoid_and_leaves_out_file_lists() -> N
                 "Commands that worked: `pnpm test`",
                 "Fact: the API runs on port 8080",
                 "`npm test` failed: npm: command not found; a later `pnpm test` succeeded",
+                "`ls dist` failed: ls: dist: No such file or directory",
             ],
-            "sources": [["a"], ["a"], ["a"], ["b"], ["a"], ["a"]],
+            "sources": [["a"], ["a"], ["a"], ["b"], ["a"], ["a"], ["a"]],
         }
     )
     tasks = pl.DataFrame(
@@ -123,4 +124,5 @@ def test_memory_summary_leads_with_do_and_avoid_and_leaves_out_file_lists() -> N
     assert "### Commands that worked\n\n- `pnpm test`\n- `pnpm lint`\n" in lead
     assert "Fact: the API runs on port 8080" in lead.split("### Decisions and facts", 1)[1]
     assert "Files changed" not in lead and "Commands that worked:" not in lead
+    assert "`ls dist`" not in lead  # a slip of the agent's, not a pitfall of the project
     assert "Fix the test (success)" in index

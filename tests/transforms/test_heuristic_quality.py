@@ -101,7 +101,8 @@ def test_preferences_are_statements_the_user_wrote_without_list_markers() -> Non
             "* Don't touch the generated files.\n"
             "Should we always use tabs?\n"
             "Can you never push to main\n"
-            "Never do this stupid thing again."
+            "Never do this stupid thing again.\n"
+            "Also, I don't see the release notes in the output."
         )
         .shell("pnpm run build", 0)
         .answer("Added scripts/release.sh.")
