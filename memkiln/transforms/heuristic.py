@@ -29,7 +29,7 @@ from datetime import datetime
 import polars as pl
 
 from memkiln.transforms.outputs import NOOP, StageOneOutput
-from memkiln.transforms.segments import GAP_MINUTES, MAX_TURNS, assign_segments
+from memkiln.transforms.segments import GAP_MINUTES, MAX_TURNS, TOPIC_SWITCH, assign_segments
 from memkiln.transforms.text import one_line
 
 SHELL_TOOLS = ("shell", "shell_command", "exec_command", "bash", "Bash", "local_shell", "run")
@@ -490,6 +490,9 @@ def _tasks(items: pl.DataFrame, calls: pl.DataFrame) -> list[Task]:
             if nxt is not None
             else []
         )
+        # the next task's opening is feedback on this one ("works. Now ..."), unless it is
+        # the switch itself ("Now let's fix the broken header" says nothing of this task)
+        following = [f for f in following if not re.search(TOPIC_SWITCH, _opening(f))]
         seg_calls = calls.filter(pl.col("segment_index") == index)
         answers = mine.filter((pl.col("item_type") == "message") & (pl.col("role") == "assistant"))
         answer = (answers["text"].drop_nulls().to_list() or [""])[-1]

@@ -229,3 +229,24 @@ def test_each_segment_is_a_task_with_its_own_outcome() -> None:
 def test_outcomes_come_from_signals(session: Session, outcome: str, why: str) -> None:
     out = session.extract()
     assert f"Outcome: {outcome}, {why}\n" in out.rollout_summary
+
+
+def test_the_next_tasks_opening_is_feedback_only_when_it_is_not_the_switch_itself() -> None:
+    def first_task(opening: str, exit_code: int) -> tuple[str, str]:
+        out = (
+            Session()
+            .user("Add a retry to the loader.")
+            .shell("pytest -q", exit_code, "3 passed" if exit_code == 0 else "1 failed")
+            .answer("Added a retry.")
+            .user(opening)
+            .shell("git status", 0)
+            .answer("Looking at it.")
+            .extract()
+        )
+        assert len(tasks(out.raw_memory)) == 2  # the opening is a switch: two tasks
+        return tasks(out.raw_memory)[0]
+
+    # "broken" is about the next task, not this one
+    assert first_task("Now let's fix the broken header.", 0)[1] == "success"
+    # "Great." before the switch is this task's feedback, over its failed check
+    assert first_task("Great. Now let's fix the header.", 1)[1] == "success"
