@@ -143,6 +143,12 @@ def measure(db: Path, out: Path) -> None:
         order by rollout_id, seq
         """
     ).fetchall()
+    tables = {name for (name,) in con.sql("select table_name from duckdb_tables()").fetchall()}
+    boundaries = (
+        con.sql("select boundary, count(*) from segments group by 1 order by 2 desc").fetchall()
+        if "segments" in tables
+        else []
+    )
     con.close()
     first_request: dict[str, str] = {}
     for rid, texts in firsts:
@@ -179,6 +185,8 @@ def measure(db: Path, out: Path) -> None:
     for title, want in misses[:8]:
         print(f"  miss: title {title!r} / request {want!r}")
 
+    if boundaries:
+        print("segments by boundary: " + ", ".join(f"{b} {n}" for b, n in boundaries))
     print("memory_summary.md per project (tokens, lines, first section):")
     markup = collections.Counter()
     files_with_markup = set()
