@@ -26,8 +26,10 @@ def store_segments(con: duckdb.DuckDBPyConnection, kept: pl.DataFrame) -> int:
     of any stored before for those sessions. Returns the number of rows written."""
     if kept.is_empty():
         return 0
-    rows = segment_items(kept).select(SEGMENT_COLUMNS).with_columns(
-        created_at=pl.lit(datetime.now(UTC), dtype=pl.Datetime("us", "UTC"))
+    rows = (
+        segment_items(kept)
+        .select(SEGMENT_COLUMNS)
+        .with_columns(created_at=pl.lit(datetime.now(UTC), dtype=pl.Datetime("us", "UTC")))
     )
     ids = kept["rollout_id"].unique().to_list()
     with transaction(con, new_segments=rows):
