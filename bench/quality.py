@@ -8,7 +8,9 @@ user would, then reads the store and the memory files and prints:
   user message part that is not injected context, judged by this script's own marker list,
   with Codex's IDE wrapper cut to what follows ``## My request for Codex:``, an expanded
   custom prompt to its ``## User Input`` block, a Pi skill to the words after it, and bare
-  slash commands such as ``/model`` skipped);
+  slash commands such as ``/model`` skipped; a greeting or go-ahead such as "hello" or
+  "continue" gives way to the first request of three words or more; the title may be any
+  line of that request);
 - the length of every project's ``memory_summary.md`` (tokens, lines) and its first section;
 - injected-context markup and double bullets found in the memory files.
 
@@ -104,6 +106,11 @@ def genuine_request(parts: list[str]) -> str | None:
     return None
 
 
+def substantive(text: str) -> bool:
+    """A request rather than a greeting or a go-ahead ("hello", "continue")."""
+    return len(text.split()) >= 3 or (len(text.strip()) >= 6 and not text.isascii())
+
+
 def run_memkiln(corpus: Path, work: Path) -> tuple[Path, Path]:
     db, out = work / "memkiln.duckdb", work / "memories"
     env = os.environ | {
@@ -150,12 +157,14 @@ def measure(db: Path, out: Path) -> None:
         else []
     )
     con.close()
-    first_request: dict[str, str] = {}
+    requests: dict[str, list[str]] = collections.defaultdict(list)
     for rid, texts in firsts:
-        if rid not in first_request:
-            request = genuine_request(texts or [])
-            if request:
-                first_request[rid] = request
+        request = genuine_request(texts or [])
+        if request:
+            requests[rid].append(request)
+    first_request = {
+        rid: next((r for r in asked if substantive(r)), asked[0]) for rid, asked in requests.items()
+    }
 
     outcomes: collections.Counter[str] = collections.Counter()
     tasks_per_session = []
@@ -168,7 +177,7 @@ def measure(db: Path, out: Path) -> None:
         tasks_per_session.append(len(titles))
         title = _norm(titles[0]) if titles else ""
         want = _norm(first_request.get(rid, ""))
-        if title and want and (want.startswith(title[:60]) or title.startswith(want[:60])):
+        if title and want and title[:60] in want:  # a line of the request, cut to 80 characters
             genuine += 1
         else:
             misses.append((title[:70], want[:70]))

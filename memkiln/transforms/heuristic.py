@@ -431,6 +431,19 @@ def slug_for(text: str) -> str | None:
     return "-".join(words[:5]) or None
 
 
+def _substantive(text: str) -> bool:
+    """A request rather than a greeting or a go-ahead ("hello", "continue", "하이"): three
+    words or more, or six characters of a script written without spaces."""
+    return len(text.split()) >= 3 or (len(text.strip()) >= 6 and not text.isascii())
+
+
+def _title_line(request: str) -> str:
+    """The request's first substantive line, without heading, list or quote markers."""
+    lines = [re.sub(LIST_MARKER, "", line.strip()).strip() for line in request.splitlines()]
+    lines = [line for line in lines if line]
+    return next((line for line in lines if _substantive(line)), lines[0] if lines else request)
+
+
 @dataclass(frozen=True)
 class Task:
     """One segment of the session, as a task of the memory."""
@@ -513,12 +526,11 @@ def _tasks(items: pl.DataFrame, calls: pl.DataFrame) -> list[Task]:
             knowledge.append("Files changed: " + ", ".join(_clip(f, 200) for f in files[:12]))
         if answer:
             knowledge.append("Final answer: " + _clip(answer, 400))
-        long_enough = [r for r in asked if len(r.split()) >= 3]
-        first = asked[0] if n == 0 or not long_enough else long_enough[0]
+        first = next((r for r in asked if _substantive(r)), asked[0])
         commands = [_clip(c, 120) for c in seg_calls["command"].drop_nulls().to_list()]
         out.append(
             Task(
-                title=_clip(first.strip().splitlines()[0] if first.strip() else first, 80),
+                title=_clip(_title_line(first), 80),
                 requests=asked,
                 feedback=following,
                 preferences=prefs,

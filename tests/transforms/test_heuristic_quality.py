@@ -250,3 +250,15 @@ def test_the_next_tasks_opening_is_feedback_only_when_it_is_not_the_switch_itsel
     assert first_task("Now let's fix the broken header.", 0)[1] == "success"
     # "Great." before the switch is this task's feedback, over its failed check
     assert first_task("Great. Now let's fix the header.", 1)[1] == "success"
+
+
+def test_a_title_skips_a_greeting_and_heading_markers() -> None:
+    out = (
+        Session()
+        .user("hello")
+        .user("## Task\n\n- Fix the login redirect loop on Safari.\n- Keep the old URLs.")
+        .shell("npm test", 0, "ok")
+        .answer("Fixed the redirect.")
+        .extract()
+    )
+    assert tasks(out.raw_memory)[0][0] == "Fix the login redirect loop on Safari."
