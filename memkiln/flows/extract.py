@@ -49,6 +49,7 @@ from memkiln.io.jobs import (
 from memkiln.io.lock import hold_store
 from memkiln.io.prices import PriceBook, check_budget_prices
 from memkiln.io.progress import Reporter
+from memkiln.io.segments import store_segments
 from memkiln.io.snapshot import Publisher
 from memkiln.io.store import cursor as store_cursor
 from memkiln.io.store import fetch_pl, now, open_store, recorded_run, sql
@@ -165,6 +166,7 @@ def build_requests(
         {"ids": ids},
     )
     kept = filter_memory_items(items.lazy()).sort("rollout_id", "seq").collect()
+    store_segments(con, kept)  # every backend: the sessions' segments, in the store
     del items  # a large session's texts are held once, not twice
     # each session's items as a slice of ``kept`` (sorted by session): no copy
     bounds = kept.group_by("rollout_id", maintain_order=True).agg(n=pl.len())

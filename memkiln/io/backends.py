@@ -52,7 +52,7 @@ from memkiln.transforms.redact import RuleSet, redact_text
 from memkiln.transforms.text import clean_text
 from memkiln.transforms.tokens import count_tokens
 
-HEURISTIC_MODEL = "heuristic-v1"
+HEURISTIC_MODEL = "heuristic-v2"  # v2: segments as tasks, outcomes from signals
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 #: Request options of a model call: the API key as a bearer token, as ``create`` sends it.

@@ -234,11 +234,49 @@ def render_memory_md(
     return "\n".join(out).rstrip() + "\n"
 
 
+#: Bullets of each kind ``memory_summary.md`` leads with, and the characters shown of each.
+SUMMARY_PREFERENCES = 10
+SUMMARY_PITFALLS = 8
+SUMMARY_COMMANDS = 8
+SUMMARY_KNOWLEDGE = 8
+SUMMARY_BULLET_CHARS = 300
+#: Failures of a look around the tree or of an edit tool: the agent's own slips, not pitfalls.
+SLIP_BULLET = (
+    r"^`(?:cd [^&;`]+&& ?)?(?:ls|cat|head|tail|sed -n|rg|grep|find|wc|nl|pwd|which|"
+    r"apply_patch|applypatch|Get-Content|Get-ChildItem)\b"
+)
+#: Knowledge bullets that are a session's record, not advice.
+RECORD_BULLET = r"^(?:Final answer|Commands that ran|Commands that worked|Files changed):"
+
+
+def commands_that_worked(merged: pl.DataFrame) -> list[str]:
+    """The commands of the ``Commands that worked:`` bullets, the ones from most sessions
+    first (then in the bullets' order)."""
+    rows = merged.filter(
+        (pl.col("section") == "knowledge") & pl.col("text").str.starts_with("Commands that worked:")
+    )
+    if rows.is_empty():
+        return []
+    counted = (
+        rows.select(command=pl.col("text").str.extract_all(r"`[^`\n]+`"), sources="sources")
+        .with_row_index("order")
+        .explode("command")
+        .explode("sources")
+        .drop_nulls("command")
+        .group_by("command")
+        .agg(sessions=pl.col("sources").n_unique(), order=pl.col("order").min())
+        .sort(["sessions", "order", "command"], descending=[True, False, False])
+    )
+    return counted["command"].head(SUMMARY_COMMANDS).to_list()
+
+
 def render_memory_summary(
     project_key: str, merged: pl.DataFrame, task_rows: pl.DataFrame, *, max_tokens: int
 ) -> str:
-    """``memory_summary.md``: first line ``v1``, preferences, tips, then an index of what is
-    in memory with the most recent days first; cut to ``max_tokens`` from the oldest end."""
+    """``memory_summary.md``: first line ``v1``; then what to do and avoid in this project
+    (the user's preferences, pitfalls, commands that worked, decisions and facts); then an
+    index of what is in memory with the most recent days first; cut to ``max_tokens`` from
+    the oldest end."""
     head = [
         "v1",
         f"# Memory summary: {one_line(project_key, KEY_SHOWN_CHARS)}",
@@ -246,25 +284,27 @@ def render_memory_summary(
         "Load this at the start of a session; MEMORY.md and rollout_summaries/ hold the details.",
         "",
     ]
-    prefs = merged.filter(pl.col("section") == "preferences").head(12)["text"].to_list()
-    tips = (
-        merged.filter(
-            (pl.col("section") == "failures")
-            | (
-                (pl.col("section") == "knowledge")
-                & ~pl.col("text").str.starts_with("Final answer:")
-                & ~pl.col("text").str.starts_with("Commands that ran:")
-                & ~pl.col("text").str.starts_with("Files changed:")
-            )
-        )
-        .head(12)["text"]
-        .to_list()
-    )
+
+    def texts(section: str, n: int) -> list[str]:
+        rows = merged.filter(pl.col("section") == section)
+        if section == "knowledge":
+            rows = rows.filter(~pl.col("text").str.contains(RECORD_BULLET))
+        if section == "failures":
+            rows = rows.filter(~pl.col("text").str.contains(SLIP_BULLET))
+        return [one_line(t, SUMMARY_BULLET_CHARS) for t in rows.head(n)["text"].to_list()]
+
+    lists = [
+        ("The user's preferences", texts("preferences", SUMMARY_PREFERENCES)),
+        ("Pitfalls: what failed, and what to do instead", texts("failures", SUMMARY_PITFALLS)),
+        ("Commands that worked", commands_that_worked(merged)),
+        ("Decisions and facts", texts("knowledge", SUMMARY_KNOWLEDGE)),
+    ]
     body: list[str] = []
-    if prefs:
-        body += ["## User preferences", "", *[f"- {one_line(p, 1_000)}" for p in prefs], ""]
-    if tips:
-        body += ["## General tips", "", *[f"- {one_line(t, 1_000)}" for t in tips], ""]
+    for title, bullets in lists:
+        if bullets:
+            body += [f"### {title}", "", *[f"- {b}" for b in bullets], ""]
+    if body:
+        body = ["## Do and avoid in this project", "", *body]
     index: list[str] = ["## What is in memory (most recent first)", ""]
     by_day = task_rows.sort("updated_at", descending=True, nulls_last=True).with_columns(
         day=pl.col("updated_at").dt.strftime("%Y-%m-%d").fill_null("undated")
@@ -281,8 +321,8 @@ def render_memory_summary(
         return "\n".join(lines).rstrip() + "\n"
 
     lines = head + body + index
-    # keep the longest prefix that fits: the oldest index entries go first, then tips, then
-    # preferences (a binary search: counting is the costly part for a large project)
+    # keep the longest prefix that fits: the oldest index entries go first, then the do and
+    # avoid lists from their end (a binary search: counting is the costly part for a large project)
     if count_tokens(text(lines)) > max_tokens:
         fits, over = len(head), len(lines)
         while over - fits > 1:

@@ -1,14 +1,19 @@
 """The offline, deterministic stage-one extractor.
 
-It reads the same kept, redacted items a model would, and fills the same three fields in the
+It reads the same kept, redacted items a model would (``filter_memory_items``' output: no
+injected context, wrappers cut to the user's words), and fills the same three fields in the
 same formats from evidence in the session:
 
-- the user's requests (the first is the task, later ones are follow-ups);
-- preferences, decisions, commitments and facts, recognized from the user's phrasing;
+- the session's segments (``memkiln.transforms.segments``), each one task: its title is the
+  segment's first request (the session's first genuine request for task 1), later requests
+  are its follow-ups;
+- preferences, decisions, commitments and facts: sentences the user wrote, recognized from
+  their phrasing (never a question, an insult or a list marker);
 - failed tool calls with their error lines (the lessons), and whether a later call worked;
-- the commands that ran and the files that changed;
-- the final answer, and an outcome (success / partial / fail / uncertain) from the user's
-  feedback.
+- the commands that worked and the files that changed;
+- the final answer, and an outcome per task (success / partial / fail / uncertain) from
+  signals: the user's feedback, tests or builds passing after failing, exit codes, the agent's
+  final answer; ``uncertain`` only when there is none.
 
 A session with nothing durable gets the no-op answer. Evidence is pulled out with Polars
 expressions over the items; only the few resulting strings are formatted in Python.
@@ -24,6 +29,7 @@ from datetime import datetime
 import polars as pl
 
 from memkiln.transforms.outputs import NOOP, StageOneOutput
+from memkiln.transforms.segments import GAP_MINUTES, MAX_TURNS, TOPIC_SWITCH, assign_segments
 from memkiln.transforms.text import one_line
 
 SHELL_TOOLS = ("shell", "shell_command", "exec_command", "bash", "Bash", "local_shell", "run")
@@ -31,10 +37,23 @@ EDIT_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit", "edit", "write", "st
 
 #: A user sentence that states a preference or standing instruction.
 PREFERENCE = (
-    r"(?i)\b(?:always|never|don't|do not|please (?:use|keep|avoid|don't|do not|make)|"
-    r"i (?:prefer|like|want|need)|make sure|avoid|stop|instead of|rather than|must|should not|"
-    r"shouldn't)\b"
+    r"(?i)(?:\b(?:always|never|please (?:use|keep|avoid|don't|do not|make)|i (?:prefer|like|"
+    r"would rather|'d rather)|make sure|avoid|instead of|rather than|(?:you|we) must|"
+    r"must (?:not|never|always)|(?:you|we) (?:should not|shouldn't|don't|do not))\b"
+    r"|^(?:please,? )?(?:don't|do not)\b)"  # "don't" as an instruction, not a report
 )
+#: A sentence that asks rather than states (a question mark is not always typed).
+QUESTION = (
+    r"(?i)(?:\?\s*$|^(?:can|could|would|will|do|does|did|is|are|was|were|should|why|how|what|"
+    r"when|where|which|who|have|has)\b)"
+)
+#: Words that make a sentence an outburst rather than a standing instruction.
+INSULT = (
+    r"(?i)\b(?:stupid|idiot\w*|dumb|moron\w*|useless|wtf|fuck\w*|shit\w*|crap|damn\w*|"
+    r"garbage|incompetent|lazy|retard\w*|bullshit|dammit|hell)\b"
+)
+#: A list marker or quote marker in front of a sentence (``- ``, ``* ``, ``1. ``, ``> ``).
+LIST_MARKER = r"^(?:[-*+•>]\s+|\d{1,3}[.)]\s+|#{1,6}\s+)+"
 #: A user sentence that records a decision or a commitment.
 DECISION = (
     r"(?i)\b(?:let's|let us|we (?:will|decided|agreed|should|need to|are going to)|go with|"
@@ -48,11 +67,43 @@ FACT = (
 )
 SUCCESS_FEEDBACK = (
     r"(?i)\b(?:thanks|thank you|works|worked|working now|perfect|great|looks good|lgtm|nice|"
-    r"awesome|excellent|that did it|fixed|good job)\b"
+    r"awesome|excellent|that did it|fixed|good job|solved|resolved|all good|ship it|merged|"
+    r"it's working|that's it|exactly|well done|cool|love it)\b"
 )
 FAIL_FEEDBACK = (
-    r"(?i)\b(?:doesn't work|does not work|not working|still (?:broken|failing|fails|wrong|not)|"
-    r"wrong|revert|undo|broke|broken|failed|worse|no,? that)\b"
+    r"(?i)\b(?:doesn't work|does not work|didn't work|did not work|not working|"
+    r"still (?:broken|failing|fails|wrong|not|the same|getting|seeing|doesn't|does not)|"
+    r"wrong|revert|undo|roll ?back|broke|broken|failed|worse|no,? that|same error|not fixed|"
+    r"(?:i|we) (?:get|got|see|am getting|'m getting) (?:an? |the |this )?(?:error|exception))\b"
+)
+#: A shell command that runs tests, a build, a type check or a linter.
+TEST_OR_BUILD = (
+    r"(?i)(?:^|[\s;&|(/])(?:pytest|py\.test|tox|nox|jest|vitest|mocha|playwright test|"
+    r"(?:npm|pnpm|yarn|bun)(?: run)? (?:test|build|lint|check|typecheck|type-check)\b|"
+    r"cargo (?:test|build|check|clippy|nextest)|go (?:test|build|vet)|make\b|cmake --build|ctest|"
+    r"mvn|gradle|gradlew|dotnet (?:test|build)|tsc\b|ruff|mypy|pyright|eslint|phpunit|rspec|"
+    r"rake test|swift (?:test|build)|xcodebuild|python3? -m (?:pytest|unittest)|unittest|"
+    r"(?:mise|just|task|uv|poetry|hatch|pdm|deno|composer) (?:run )?(?:test|lint|build|check|ci)\b)"
+)
+#: The agent's final answer reports a completed task, or one it could not complete.
+DONE_CLAIM = (
+    r"(?i)^(?:committed|pushed|merged|deployed|added|updated|created|fixed|implemented|removed|"
+    r"renamed|moved|wrote|refactored|replaced|installed|upgraded)\b|"
+    r"\b(?:all (?:\d+ )?tests? pass|tests? (?:now )?pass|(?:build|lint|check)s? (?:now )?pass|"
+    r"passes|passing|is now|now works|now working|works now|fixed|implemented|i(?:'ve| have) "
+    r"(?:added|updated|created|implemented|fixed|changed|removed|made|written|refactored)|"
+    r"(?:done|completed?)\b)"
+)
+NOT_DONE_CLAIM = (
+    r"(?i)\b(?:could not|couldn't|unable to|was not able|wasn't able|cannot|can't|still fail\w*|"
+    r"not (?:yet )?(?:fixed|working|resolved)|blocked|did not manage|didn't manage|"
+    r"(?:tests?|build) (?:still )?fail\w*)\b"
+)
+#: Commands worth remembering as "worked": not a plain look around the tree.
+TRIVIAL_COMMAND = (
+    r"^(?:cd [^&;]+&& ?)?(?:ls|cat|sed -n|head|tail|rg|grep|find|pwd|echo|wc|git (?:status|diff|"
+    r"log|show|branch)|nl|tree|which|type|date|Get-Content|Get-ChildItem|dir|applypatch|"
+    r"apply_patch)\b|--version$|<<|\n"
 )
 ERROR_LINE = (
     r"(?im)^.*(?:error|exception|traceback|failed|failure|fatal|not found|no such file|"
@@ -62,9 +113,10 @@ EXIT_FAILURE = (
     r"(?:Exit code: [1-9]\d*|\"exit_code\":\s*[1-9]\d*|exited with (?:code|status) [1-9]\d*|"
     r"Process exited with code [1-9]\d*|\"is_error\":\s*true)"
 )
-ENV_BLOCK = (
-    r"(?s)<environment_context>.*?</environment_context>"
-    r"|<subagent_notification>.*?</subagent_notification>"
+#: An output that states a zero exit.
+EXIT_OK = (
+    r"(?:Exit code: 0\b|\"exit_code\":\s*0\b|exited with (?:code|status) 0\b|"
+    r"Process exited with code 0\b)"
 )
 PATCH_FILE = r"\*\*\* (?:Update|Add|Delete) File: ([^\n\\]+)"
 
@@ -185,39 +237,36 @@ def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1].rstrip() + "…"
 
 
-def _user_texts(items: pl.DataFrame) -> list[str]:
-    users = items.filter((pl.col("item_type") == "message") & (pl.col("role") == "user"))
-    cleaned = users.select(
-        pl.col("text").str.replace_all(ENV_BLOCK, "").str.strip_chars().alias("t")
-    ).filter(pl.col("t").str.len_chars() > 0)
-    return cleaned["t"].to_list()
-
-
 def _sentences(texts: list[str], pattern: str, limit: int) -> list[str]:
+    """Sentences of the user's messages that match ``pattern``, whole and as written (a
+    list or quote marker in front removed), that state rather than ask or insult."""
     if not texts:
         return []
-    frame = pl.DataFrame({"t": texts}).select(
-        pl.col("t").str.split("\n").list.eval(pl.element().str.split(". ")).explode().explode()
+    frame = pl.DataFrame({"t": texts}, schema={"t": pl.String}).select(
+        pl.col("t").str.replace_all(r"([.!?])\s+", "${1}\n").str.split("\n").explode()
     )
     hits = (
-        frame.select(pl.col("t").str.strip_chars())
+        frame.select(pl.col("t").str.strip_chars().str.replace(LIST_MARKER, "").str.strip_chars())
         .filter(
             pl.col("t").str.contains(pattern)
-            & (pl.col("t").str.len_chars().is_between(8, 400))
-            & ~pl.col("t").str.starts_with("<")
-            & ~pl.col("t").str.ends_with("?")  # a question is not a standing instruction
+            & (pl.col("t").str.len_chars().is_between(12, 300))
+            & (pl.col("t").str.count_matches(r"\S+") >= 3)
+            & pl.col("t").str.contains(r"^[\p{L}\"'(]")  # words, not code or markup
+            & ~pl.col("t").str.contains(QUESTION)
+            & ~pl.col("t").str.contains(INSULT)
+            & ~pl.col("t").str.contains(r"[{};]\s*$|[`]{3}")
         )
         .unique(maintain_order=True)
         .head(limit)
     )
-    return [_clip(t, 220) for t in hits["t"].to_list()]
+    return [" ".join(t.split()) for t in hits["t"].to_list()]
 
 
 def _calls(items: pl.DataFrame) -> pl.DataFrame:
     """Tool calls with their command (if a shell), their output, and whether they failed."""
     calls = items.filter(
         pl.col("item_type").is_in(["function_call", "custom_tool_call", "local_shell_call"])
-    ).select("seq", "name", "call_id", args="text")
+    ).select("seq", "segment_index", "name", "call_id", args="text")
     outputs = items.filter(
         pl.col("item_type").is_in(["function_call_output", "custom_tool_call_output"])
     ).select("call_id", output="text")
@@ -249,8 +298,16 @@ def _calls(items: pl.DataFrame) -> pl.DataFrame:
                     r"(?:Exit code: 1\b|exited with code 1\b|\"exit_code\":\s*1\b)"
                 )
             ).fill_null(False),
-            error_line=pl.col("output").str.extract(f"({ERROR_LINE})", 1),
+            # an older Codex output is JSON ({"output": "...", "metadata": ...}): its text
+            error_line=pl.coalesce(pl.col("output").str.json_path_match("$.output"), "output")
+            .str.extract(f"({ERROR_LINE})", 1)
+            .str.strip_chars(),
         )
+        .with_columns(  # a check is the command itself, not a script that mentions one
+            is_check=pl.col("command").str.split("\n").list.first().str.contains(TEST_OR_BUILD)
+            & ~pl.col("command").str.contains("<<")
+        )
+        .with_columns(pl.col("is_check").fill_null(False))
         .sort("seq")
     )
 
@@ -310,18 +367,51 @@ def _opening(text: str) -> str:
     return re.split(r"(?<=[.!?])\s", first, maxsplit=1)[0][:160]
 
 
-def _outcome(feedback: list[str], failures_at_end: bool, has_answer: bool) -> tuple[str, str]:
+def _outcome(
+    feedback: list[str], calls: pl.DataFrame, answer: str, files: list[str]
+) -> tuple[str, str]:
+    """A task's outcome and why, from the strongest signal there is: the user's feedback
+    (latest first), then tests or builds, then the agent's final answer, then exit codes."""
     for text in reversed(feedback):
         text = _opening(text)
         if re.search(FAIL_FEEDBACK, text):
             return "fail", f'the user said: "{_clip(text, 100)}"'
         if re.search(SUCCESS_FEEDBACK, text):
             return "success", f'the user said: "{_clip(text, 100)}"'
+    checks = calls.filter("is_check")
+    if checks.height:
+        last = checks.row(-1, named=True)
+        shown = _clip(last["command"], 60)
+        if last["failed"]:
+            return "partial", f"the last check, `{shown}`, failed"
+        if checks["failed"].any():
+            return "success", f"`{shown}` passed after failing"
+        return "success", f"`{shown}` passed"
+    final = _opening(answer) + " " + answer[-300:] if answer else ""
+    if final and re.search(NOT_DONE_CLAIM, final):
+        return "partial", f'the agent said: "{_clip(_claim(answer, NOT_DONE_CLAIM), 100)}"'
+    failures_at_end = bool(calls.height and calls["failed"].to_list()[-1])
     if failures_at_end:
         return "partial", "the last tool calls failed and the user gave no feedback"
-    if has_answer:
-        return "uncertain", "the agent answered; the user gave no feedback"
-    return "uncertain", "the session ended without an answer"
+    if final and re.search(DONE_CLAIM, final):
+        return "success", f'the agent reported: "{_clip(_claim(answer, DONE_CLAIM), 100)}"'
+    commands = calls.filter(pl.col("command").is_not_null())
+    if answer and commands.height:
+        output = commands["output"].fill_null("")[-1]
+        if re.search(EXIT_OK, output):
+            return "success", "the last command exited 0 and the agent answered"
+        stated = re.search(r"(?i)exit code|exit_code|exited with", output)
+        if not stated and not re.search(ERROR_LINE, output):  # Claude Code, Pi: no exit code
+            return "success", "the last command ran without an error and the agent answered"
+    return "uncertain", "no feedback, check or tool call to judge by"
+
+
+def _claim(answer: str, pattern: str) -> str:
+    """The sentence of ``answer`` that holds the claim."""
+    for sentence in re.split(r"(?<=[.!?])\s+|\n+", answer):
+        if re.search(pattern, sentence):
+            return sentence.strip(" -*#")
+    return _opening(answer)
 
 
 def _keywords(texts: list[str], files: list[str]) -> list[str]:
@@ -341,24 +431,49 @@ def slug_for(text: str) -> str | None:
     return "-".join(words[:5]) or None
 
 
-def extract_heuristic(items: pl.DataFrame, facts: RolloutFacts) -> StageOneOutput:
-    """Stage one without a model. ``items`` are one session's kept items (``seq`` ordered)."""
-    items = items.sort("seq")
-    users = _user_texts(items)
-    if not users:
-        return NOOP
-    task = users[0]
-    follow_ups = users[1:]
-    preferences = _sentences(users, PREFERENCE, 8)
-    decisions = _sentences(users, DECISION, 6)
-    project_facts = _sentences(users, FACT, 6)
-    calls = _calls(items)
-    commands = [
-        _clip(c, 120) for c in calls.filter(pl.col("command").is_not_null())["command"].to_list()
-    ]
-    failed = calls.filter("failed")
-    failures: list[str] = []
-    for row in failed.head(8).iter_rows(named=True):
+def _substantive(text: str) -> bool:
+    """A request rather than a greeting or a go-ahead ("hello", "continue", "하이"): three
+    words or more, or six characters of a script written without spaces."""
+    return len(text.split()) >= 3 or (len(text.strip()) >= 6 and not text.isascii())
+
+
+def _title_line(request: str) -> str:
+    """The request's first substantive line, without heading, list or quote markers."""
+    lines = [re.sub(LIST_MARKER, "", line.strip()).strip() for line in request.splitlines()]
+    lines = [line for line in lines if line]
+    return next((line for line in lines if _substantive(line)), lines[0] if lines else request)
+
+
+@dataclass(frozen=True)
+class Task:
+    """One segment of the session, as a task of the memory."""
+
+    title: str
+    requests: list[str]
+    feedback: list[str]
+    preferences: list[str]
+    knowledge: list[str]
+    failures: list[str]
+    commands: list[str]
+    files: list[str]
+    outcome: str
+    why: str
+
+
+def _worked(calls: pl.DataFrame) -> list[str]:
+    """Commands that succeeded and are worth repeating, checks first."""
+    ok = calls.filter(
+        pl.col("command").is_not_null()
+        & ~pl.col("failed")
+        & ~pl.col("command").str.contains(TRIVIAL_COMMAND)
+        & (pl.col("command").str.len_chars() <= 120)
+    ).sort("is_check", "seq", descending=[True, False])
+    return list(dict.fromkeys(_clip(c, 120) for c in ok["command"].to_list()))[:6]
+
+
+def _failures(calls: pl.DataFrame) -> list[str]:
+    out: list[str] = []
+    for row in calls.filter("failed").head(8).iter_rows(named=True):
         what = row["command"] or row["name"] or "a tool call"
         line = row["error_line"] or "non-zero exit"
         fix = ""
@@ -368,66 +483,151 @@ def extract_heuristic(items: pl.DataFrame, facts: RolloutFacts) -> StageOneOutpu
             )["command"].drop_nulls()
             related = [c for c in later_ok if _related(row["command"], c)]
             fix = f"; a later `{_clip(related[0], 80)}` succeeded" if related else ""
-        failures.append(f"`{_clip(what, 100)}` failed: {_clip(line, 160)}{fix}")
-    files = _files_changed(items)
-    answers = items.filter((pl.col("item_type") == "message") & (pl.col("role") == "assistant"))
-    final_answer = answers["text"].drop_nulls().to_list()[-1] if answers.height else ""
-    durable = preferences or decisions or project_facts or failures or files or commands
-    if not durable and len(final_answer) < 200:
+        out.append(f"`{_clip(what, 100)}` failed: {_clip(line, 160)}{fix}")
+    return out
+
+
+def _tasks(items: pl.DataFrame, calls: pl.DataFrame) -> list[Task]:
+    """One task per segment that holds work (tool calls, an answer or the user's statements);
+    the next segment's opening counts as feedback on the one before."""
+    requests = items.filter(pl.col("request").is_not_null())
+    segments = requests["segment_index"].unique().sort().to_list()
+    seen_prefs: set[str] = set()
+    out: list[Task] = []
+    for n, index in enumerate(segments):
+        mine = items.filter(pl.col("segment_index") == index)
+        asked = requests.filter(pl.col("segment_index") == index)["request"].to_list()
+        nxt = segments[n + 1] if n + 1 < len(segments) else None
+        following = (
+            requests.filter(pl.col("segment_index") == nxt)["request"].head(1).to_list()
+            if nxt is not None
+            else []
+        )
+        # the next task's opening is feedback on this one ("works. Now ..."), unless it is
+        # the switch itself ("Now let's fix the broken header" says nothing of this task)
+        following = [f for f in following if not re.search(TOPIC_SWITCH, _opening(f))]
+        seg_calls = calls.filter(pl.col("segment_index") == index)
+        answers = mine.filter((pl.col("item_type") == "message") & (pl.col("role") == "assistant"))
+        answer = (answers["text"].drop_nulls().to_list() or [""])[-1]
+        files = _files_changed(mine)
+        prefs = [p for p in _sentences(asked, PREFERENCE, 8) if p not in seen_prefs]
+        seen_prefs.update(prefs)
+        decisions = _sentences(asked, DECISION, 6)
+        facts = _sentences(asked, FACT, 6)
+        failures = _failures(seg_calls)
+        worked = _worked(seg_calls)
+        if not (seg_calls.height or answer or prefs or decisions or facts):
+            continue  # a request nobody acted on: nothing to remember
+        outcome, why = _outcome(asked[1:] + following, seg_calls, answer, files)
+        knowledge = [f"Decision: {d}" for d in decisions] + [f"Fact: {f}" for f in facts]
+        if worked:
+            knowledge.append("Commands that worked: " + ", ".join(f"`{c}`" for c in worked))
+        if files:
+            knowledge.append("Files changed: " + ", ".join(_clip(f, 200) for f in files[:12]))
+        if answer:
+            knowledge.append("Final answer: " + _clip(answer, 400))
+        first = next((r for r in asked if _substantive(r)), asked[0])
+        commands = [_clip(c, 120) for c in seg_calls["command"].drop_nulls().to_list()]
+        out.append(
+            Task(
+                title=_clip(_title_line(first), 80),
+                requests=asked,
+                feedback=following,
+                preferences=prefs,
+                knowledge=knowledge,
+                failures=failures,
+                commands=commands,
+                files=files,
+                outcome=outcome,
+                why=why,
+            )
+        )
+    return out
+
+
+def _overall(tasks: list[Task]) -> str:
+    """The session's outcome: the worst of its tasks that had a signal."""
+    judged = [t.outcome for t in tasks if t.outcome != "uncertain"]
+    for outcome in ("fail", "partial", "success"):
+        if outcome in judged:
+            return outcome
+    return "uncertain"
+
+
+def extract_heuristic(
+    items: pl.DataFrame,
+    facts: RolloutFacts,
+    *,
+    max_turns: int = MAX_TURNS,
+    gap_minutes: float = GAP_MINUTES,
+) -> StageOneOutput:
+    """Stage one without a model. ``items`` are one session's kept items."""
+    if "rollout_id" not in items.columns:
+        items = items.with_columns(rollout_id=pl.lit(facts.rollout_id))
+    items = assign_segments(items, max_turns=max_turns, gap_minutes=gap_minutes)
+    users = items["request"].drop_nulls().to_list()
+    if not users:
         return NOOP
-    failures_at_end = bool(calls.height and calls["failed"].to_list()[-1])
-    outcome, why = _outcome(follow_ups, failures_at_end, bool(final_answer))
-    title = _clip(task.splitlines()[0] if task.strip() else task, 80)
+    calls = _calls(items)
+    tasks = _tasks(items, calls)
+    durable = any(
+        t.preferences
+        or t.failures
+        or t.files
+        or t.commands
+        or any(k.startswith(("Decision:", "Fact:")) for k in t.knowledge)
+        for t in tasks
+    )
+    answers = items.filter((pl.col("item_type") == "message") & (pl.col("role") == "assistant"))
+    final_answer = (answers["text"].drop_nulls().to_list() or [""])[-1]
+    if not tasks or (not durable and len(final_answer) < 200):
+        return NOOP
+    task = users[0]
     cwd = one_line(facts.cwd, 300) or "unknown"  # the session's value: one line, capped
-    keywords = _keywords(users, files)
+    all_files = list(dict.fromkeys(f for t in tasks for f in t.files))
+    keywords = _keywords(users, all_files)
     when = facts.updated_at.strftime("%Y-%m-%d %H:%M UTC") if facts.updated_at else "unknown"
+    title = tasks[0].title
 
     def section(name: str, lines: list[str]) -> list[str]:
         return [f"{name}:", *[f"- {x}" for x in lines], ""] if lines else []
 
-    knowledge = [f"Decision: {d}" for d in decisions] + [f"Fact: {f}" for f in project_facts]
-    if commands:
-        shown = list(dict.fromkeys(commands))[:8]
-        knowledge.append("Commands that ran: " + ", ".join(f"`{c}`" for c in shown))
-    if files:
-        knowledge.append("Files changed: " + ", ".join(_clip(f, 200) for f in files[:12]))
-    if final_answer:
-        knowledge.append("Final answer: " + _clip(final_answer, 400))
-    references = [f"rollout {one_line(facts.rollout_id, 300)}"]
-    references += [f"file {_clip(f, 300)}" for f in files[:6]]
     raw = [
         "---",
         f"description: {_clip(task, 160)}",
-        f"task_outcome: {outcome}",
+        f"task_outcome: {_overall(tasks)}",
         f"cwd: {cwd}",
         f"keywords: {', '.join(keywords)}",
         "---",
-        f"### Task 1: {title}",
-        f"task_outcome: {outcome}",
-        "",
-        *section("Preference signals", preferences),
-        *section("Reusable knowledge", knowledge),
-        *section("Failures and how to do differently", failures),
-        *section("References", references),
     ]
-    steps = [f"User asked: {_clip(task, 300)}"]
-    steps += [f"Follow-up: {_clip(f, 200)}" for f in follow_ups[:5]]
-    if commands:
-        steps.append("Ran: " + ", ".join(f"`{c}`" for c in list(dict.fromkeys(commands))[:6]))
-    if files:
-        steps.append("Changed: " + ", ".join(_clip(f, 200) for f in files[:8]))
-    summary = [
-        f"# {title}",
-        "",
-        f"Rollout context: {cwd}, last updated {when}",
-        "",
-        f"## Task 1: {title}",
-        f"Outcome: {outcome}, {why}",
-        "",
-        *section("Key steps", steps),
-        *section("Things that did not work", failures),
-        *section("Reusable knowledge", knowledge),
-    ]
+    summary = [f"# {title}", "", f"Rollout context: {cwd}, last updated {when}", ""]
+    for n, t in enumerate(tasks, start=1):
+        references = [f"rollout {one_line(facts.rollout_id, 300)}"] if n == 1 else []
+        references += [f"file {_clip(f, 300)}" for f in t.files[:6]]
+        raw += [
+            f"### Task {n}: {t.title}",
+            f"task_outcome: {t.outcome}",
+            "",
+            *section("Preference signals", t.preferences),
+            *section("Reusable knowledge", t.knowledge),
+            *section("Failures and how to do differently", t.failures),
+            *section("References", references),
+        ]
+        steps = [f"User asked: {_clip(t.requests[0], 300)}"]
+        steps += [f"Follow-up: {_clip(f, 200)}" for f in t.requests[1:6]]
+        if t.commands:
+            ran = list(dict.fromkeys(t.commands))[:6]
+            steps.append("Ran: " + ", ".join(f"`{c}`" for c in ran))
+        if t.files:
+            steps.append("Changed: " + ", ".join(_clip(f, 200) for f in t.files[:8]))
+        summary += [
+            f"## Task {n}: {t.title}",
+            f"Outcome: {t.outcome}, {t.why}",
+            "",
+            *section("Key steps", steps),
+            *section("Things that did not work", t.failures),
+            *section("Reusable knowledge", t.knowledge),
+        ]
     return StageOneOutput(
         raw_memory="\n".join(raw).rstrip() + "\n",
         rollout_summary="\n".join(summary).rstrip() + "\n",

@@ -97,22 +97,32 @@ def test_near_duplicate_bullets_merge_and_keep_every_source() -> None:
     assert len(row["sources"]) == 2
 
 
-def test_memory_summary_tips_leave_out_file_lists_and_command_lists() -> None:
+def test_memory_summary_leads_with_do_and_avoid_and_leaves_out_file_lists() -> None:
     merged = pl.DataFrame(
         {
-            "section": ["knowledge", "knowledge", "knowledge", "failures"],
+            "section": ["preferences", *["knowledge"] * 4, "failures", "failures"],
             "text": [
+                "Always run the linter first.",
                 "Files changed: package.json, src/app.tsx",
-                "Commands that ran: `pnpm test`",
+                "Commands that worked: `pnpm lint`, `pnpm test`",
+                "Commands that worked: `pnpm test`",
                 "Fact: the API runs on port 8080",
                 "`npm test` failed: npm: command not found; a later `pnpm test` succeeded",
+                "`ls dist` failed: ls: dist: No such file or directory",
             ],
+            "sources": [["a"], ["a"], ["a"], ["b"], ["a"], ["a"], ["a"]],
         }
     )
     tasks = pl.DataFrame(
         {"updated_at": [T], "title": ["Fix the test"], "outcome": ["success"], "stem": ["s"]}
     )
     text = render_memory_summary("github.com/acme/shop", merged, tasks, max_tokens=5_000)
-    tips = text.split("## General tips", 1)[1].split("##", 1)[0]
-    assert "Fact: the API runs on port 8080" in tips and "`npm test` failed" in tips
-    assert "Files changed" not in tips and "Commands that ran" not in tips
+    lead, index = text.split("## Do and avoid in this project", 1)[1].split("## What is", 1)
+    assert "### The user's preferences\n\n- Always run the linter first." in lead
+    assert "`npm test` failed" in lead.split("### Pitfalls", 1)[1]
+    # the command from two sessions first, each command once
+    assert "### Commands that worked\n\n- `pnpm test`\n- `pnpm lint`\n" in lead
+    assert "Fact: the API runs on port 8080" in lead.split("### Decisions and facts", 1)[1]
+    assert "Files changed" not in lead and "Commands that worked:" not in lead
+    assert "`ls dist`" not in lead  # a slip of the agent's, not a pitfall of the project
+    assert "Fix the test (success)" in index

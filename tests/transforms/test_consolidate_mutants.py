@@ -163,14 +163,19 @@ v1
 
 Load this at the start of a session; MEMORY.md and rollout_summaries/ hold the details.
 
-## User preferences
+## Do and avoid in this project
+
+### The user's preferences
 
 - always run the LINTER first
 - Keep commits small
 
-## General tips
+### Pitfalls: what failed, and what to do instead
 
 - `npm test` failed: npm missing; `pnpm test` worked
+
+### Decisions and facts
+
 - Fact: the API runs on port 8080
 
 ## What is in memory (most recent first)

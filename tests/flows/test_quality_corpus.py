@@ -1,0 +1,99 @@
+"""Memory files worth loading: the heuristic backend over the shared corpus, run as a user would.
+
+Over every memory file: no injected-context markup, no double bullets, and every preference
+line is a sentence the user wrote (it appears in a stored user message).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import duckdb
+import pytest
+
+#: Markup of context injected into user messages by the agents; none may reach a memory file.
+MARKERS = (
+    "<user_instructions>",
+    "</user_instructions>",
+    "<environment_context>",
+    "</environment_context>",
+    "# AGENTS.md instructions",
+    "<INSTRUCTIONS>",
+    "# Context from my IDE setup:",
+    "## My request for Codex:",
+    "## User Input",
+    "You **MUST** consider the user input",
+    "<command-name>",
+    "<command-message>",
+    "<command-args>",
+    "<local-command-stdout>",
+    "<local-command-caveat>",
+    "<system-reminder>",
+    "<skill>",
+    "<turn_aborted>",
+    "<ide_opened_file>",
+    "<subagent_notification>",
+)
+DOUBLE_BULLET = re.compile(r"(?m)^\s*[-*+] [-*+] ")
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split())
+
+
+def preference_lines(path: Path, text: str) -> list[str]:
+    """The preference bullets of a memory file, as written (sources cut off)."""
+    if path.name == "raw_memories.md":
+        blocks = re.findall(r"(?ms)^Preference signals:\n(.*?)(?:\n\n|\Z)", text)
+    elif path.name == "MEMORY.md":
+        blocks = re.findall(r"(?ms)^## User preferences\n\n(.*?)(?:\n\n|\Z)", text)
+    elif path.name == "memory_summary.md":
+        blocks = re.findall(r"(?ms)^### The user's preferences\n\n(.*?)(?:\n\n|\Z)", text)
+    else:
+        blocks = re.findall(r"(?ms)^Preference signals:\n(.*?)(?:\n\n|\Z)", text)
+    lines = [line for block in blocks for line in block.splitlines()]
+    return [re.sub(r" \(from rollout_summaries/[^)]*\)$", "", line[2:]) for line in lines]
+
+
+@pytest.mark.corpus
+def test_heuristic_memory_files_over_the_corpus_hold_no_markup_and_only_user_preferences(
+    rollout_corpus: Path, tmp_path: Path
+) -> None:
+    archive, db, out = tmp_path / "archive", tmp_path / "m.duckdb", tmp_path / "memories"
+    shutil.copytree(rollout_corpus, archive)
+    env = os.environ | {
+        "MEMKILN_DB": str(db),
+        "MEMKILN_OUT": str(out),
+        "MEMKILN_BACKEND": "heuristic",
+    }
+    memkiln = Path(sys.executable).with_name("memkiln")
+    cmd = [str(memkiln), "run", "--archive", str(archive), "--backfill", "--no-prefect"]
+    done = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode in (0, 1), done.stderr  # 1: a session of the corpus may fail
+    with duckdb.connect(str(db), read_only=True) as con:
+        said = con.execute(
+            "select string_agg(text, ' ') from items where item_type = 'message' and role = 'user'"
+        ).fetchall()[0][0]
+    said = _norm(said)
+
+    files = sorted(out.rglob("*.md"))
+    assert len(files) > 100  # every project's files, not an empty folder
+    markup, doubles, foreign, preferences = [], [], [], 0
+    for path in files:
+        text = path.read_text(encoding="utf-8")
+        name = str(path.relative_to(out))
+        markup += [f"{name}: {m}" for m in MARKERS if m in text]
+        doubles += [f"{name}: {d!r}" for d in DOUBLE_BULLET.findall(text)]
+        for line in preference_lines(path, text):
+            preferences += 1
+            if _norm(line) not in said or line.rstrip().endswith("?"):
+                foreign.append(f"{name}: {line}")
+    assert not markup, markup[:20]
+    assert not doubles, doubles[:20]
+    assert not foreign, foreign[:20]
+    assert preferences >= 20  # the check had something to check
