@@ -157,12 +157,12 @@ def build_requests(
     ids = todo["rollout_id"].to_list()
     meta = fetch_pl(
         con,
-        "select rollout_id, path, cwd, updated_at from rollouts where rollout_id = any($ids)",
+        sql("request_sessions"),
         {"ids": ids},
     )
     items = fetch_pl(
         con,
-        "select * exclude (payload_json) from items where rollout_id = any($ids)",
+        sql("request_items"),
         {"ids": ids},
     )
     kept = filter_memory_items(items.lazy()).sort("rollout_id", "seq").collect()
