@@ -155,16 +155,8 @@ def build_requests(
     With ``chunked`` (a model backend), a session over the budget gets one message per
     chunk of whole turns (``stage_one_chunks``), its input hash made of them all."""
     ids = todo["rollout_id"].to_list()
-    meta = fetch_pl(
-        con,
-        sql("request_sessions"),
-        {"ids": ids},
-    )
-    items = fetch_pl(
-        con,
-        sql("request_items"),
-        {"ids": ids},
-    )
+    meta = fetch_pl(con, sql("request_sessions"), {"ids": ids})
+    items = fetch_pl(con, sql("request_items"), {"ids": ids})
     kept = filter_memory_items(items.lazy()).sort("rollout_id", "seq").collect()
     store_segments(con, kept)  # every backend: the sessions' segments, in the store
     del items  # a large session's texts are held once, not twice
