@@ -1,7 +1,8 @@
-"""Throughput of redaction, before and after the entropy-gated keyword pass, in one run.
+"""Throughput of redaction, before and after the maintained rule source's pass, in one run.
 
-"before" is the rule set without its ``[[context]]`` rules (the regex passes only), "after" the
-full rule set. Each measurement runs in its own child process, alternating before/after, on
+"before" is the rule set without its ``[source]`` (Betterleaks') rules: memkiln's own regex
+passes and its entropy-gated ``[[context]]`` rule, as before issue 13's second round; "after"
+the full rule set. Each measurement runs in its own child process, alternating before/after, on
 the same synthetic Codex archive (bench/synth.py):
 
 - redaction alone: every line of the archive through ``redact_expr`` (Polars, streaming
@@ -10,6 +11,12 @@ the same synthetic Codex archive (bench/synth.py):
   write), as ``memkiln ingest`` does without Prefect.
 
     .venv/bin/python bench/redact_speed.py [--mb 100] [--repeat 2]
+    .venv/bin/python bench/redact_speed.py --profile [--mb 100]   # where the time goes
+
+``--profile`` times each step of redaction in process on the first 64 MB batch: the unescape,
+each regex pass, the source pass (key-word prefilter, routing of rows to rules by key word,
+each rule's regex on the rows that hold its key words: how many rows reach it) and the
+context pass.
 """
 
 from __future__ import annotations
@@ -39,8 +46,70 @@ def _use_variant(variant: str) -> None:
 
     full = redact._default_rules()
     if variant == "before":
-        before = dataclasses.replace(full, context=())
+        before = dataclasses.replace(full, external=None)
         redact._default_rules = lambda: before  # type: ignore[assignment]
+
+
+def _profile(archive: Path) -> None:
+    """Seconds per step of redaction, and rows reaching each source rule, on one batch."""
+    from memkiln.transforms import redact_source as rs
+    from memkiln.transforms.redact import REDACTED, load_rules, unescape_expr
+    from memkiln.transforms.redact_context import redact_context_series
+
+    rules = load_rules()
+    lines: list[str] = []
+    size = 0
+    for path in sorted(archive.rglob("*.jsonl")):
+        data = path.read_text(encoding="utf-8")
+        lines += data.splitlines()
+        size += len(data.encode())
+        if size >= BATCH_BYTES:
+            break
+    series = pl.Series("line", lines, dtype=pl.String)
+    print(f"batch: {size / 1e6:.1f} MB, {len(series):,} rows")
+
+    def timed(name: str, fn):  # type: ignore[no-untyped-def]
+        started = time.perf_counter()
+        out = fn()
+        took = time.perf_counter() - started
+        print(f"{name:44} {took:7.3f} s  {size / 1e6 / took:8.1f} MB/s")
+        return out
+
+    series = timed(
+        "unescape", lambda: series.to_frame().select(unescape_expr(pl.col("line")))["line"]
+    )
+    for rule_pass in rules.passes:
+
+        def one_pass(p=rule_pass, text=series):  # type: ignore[no-untyped-def]
+            return text.str.replace_all(p.pattern, p.replacement)
+
+        series = timed(f"pass {rule_pass.name}", one_pass)
+    source = rules.external
+    if source is not None:
+        kws = list(source.keywords)
+        mask = timed("source: key-word prefilter (contains_any)",
+                     lambda: series.str.contains_any(kws, ascii_case_insensitive=True))  # fmt: skip
+        cand = series.filter(mask.fill_null(False))
+        print(f"   candidate rows {len(cand):,} of {len(series):,} "
+              f"({cand.str.len_bytes().sum() / 1e6:.1f} MB)")  # fmt: skip
+        rows_of = timed("source: routing rows to rules (key words)", lambda: rs.route(cand, source))
+        per_rule = []
+        started = time.perf_counter()
+        for index, rows in rows_of.items():
+            t0 = time.perf_counter()
+            cand.gather(rows).str.extract_all(source.rules[index].pattern)
+            per_rule.append((time.perf_counter() - t0, len(rows), source.rules[index].id))
+        took = time.perf_counter() - started
+        print(
+            f"{'source: rule regexes on their rows':44} {took:7.3f} s  "
+            f"({len(rows_of)} rules reached, {sum(n for _, n, _ in per_rule):,} row visits)"
+        )
+        for t, n, rid in sorted(per_rule, reverse=True)[:8]:
+            print(f"   {rid:40} {t:7.3f} s  {n:6,} rows")
+        series = timed("source: whole pass (redact_source_series)",
+                       lambda: rs.redact_source_series(series, source, REDACTED))  # fmt: skip
+    if rules.context:
+        timed("context pass", lambda: redact_context_series(series, rules.context, REDACTED))
 
 
 def _redact_alone(archive: Path) -> dict[str, float]:
@@ -107,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--mb", type=int, default=100, help="synthetic archive size (MiB)")
     parser.add_argument("--repeat", type=int, default=2, help="runs per phase and variant")
     parser.add_argument("--work", type=Path, default=HERE / "work")
+    parser.add_argument("--profile", action="store_true", help="time each step, in process")
     parser.add_argument("--phase", choices=["redact", "ingest"], help=argparse.SUPPRESS)
     parser.add_argument("--variant", choices=["before", "after"], help=argparse.SUPPRESS)
     parser.add_argument("--archive", type=Path, help=argparse.SUPPRESS)
@@ -117,6 +187,9 @@ def main(argv: list[str] | None = None) -> int:
 
     archive = ensure_archive(args.work, args.mb).path
     print(f"archive {archive}")
+    if args.profile:
+        _profile(archive)
+        return 0
     results: dict[tuple[str, str], list[dict[str, float]]] = {}
     for phase in ("redact", "ingest"):
         for _ in range(args.repeat):

@@ -15,6 +15,8 @@ Two sets, neither of them memkiln's nor its engine's own:
   reported) are scored for false positives: the share of them redaction changes at all.
 
 A secret counts as caught when, after redaction, the secret string no longer occurs in the text.
+``memkiln-own-only`` is memkiln's redaction without its maintained rule source (Betterleaks'
+rules), to show what that source adds.
 
     .venv/bin/python bench/secret_recall.py [--corpus ../shared/corpus/secrets] [--families]
 
@@ -24,6 +26,7 @@ detect-secrets (``pip install detect-secrets``) is optional: without it its colu
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -106,8 +109,11 @@ def secretlint_cases(corpus: Path) -> tuple[list[Case], list[Case]]:
 # -- the redactors -----------------------------------------------------------------------------
 
 
-def memkiln_redact(texts: list[str]) -> list[str]:
+def memkiln_redact(texts: list[str], *, own_only: bool = False) -> list[str]:
+    """memkiln's redaction; ``own_only``: without the maintained source's (Betterleaks') rules."""
     rules = load_rules()
+    if own_only:
+        rules = dataclasses.replace(rules, external=None)
     frame = pl.DataFrame({"text": texts}, schema={"text": pl.String})
     return frame.select(redact_expr(pl.col("text"), rules=rules))["text"].to_list()
 
@@ -185,9 +191,11 @@ def main(argv: list[str] | None = None) -> int:
         started = time.perf_counter()
         mine = caught(cases, memkiln_redact(texts))
         took = time.perf_counter() - started
+        own = caught(cases, memkiln_redact(texts, own_only=True))
         theirs_text = detect_secrets_redact(texts)
         theirs = caught(cases, theirs_text) if theirs_text is not None else None
-        report(name, cases, {"memkiln": mine, "detect-secrets": theirs}, args.families)
+        results = {"memkiln": mine, "memkiln-own-only": own, "detect-secrets": theirs}
+        report(name, cases, results, args.families)
         print(f"memkiln redaction of the set: {took:.1f} s")
         misses = [case for case, hit in zip(cases, mine, strict=True) if not hit]
         for case in misses[: args.misses]:

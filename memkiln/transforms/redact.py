@@ -47,6 +47,7 @@ nor already-redacted text.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import importlib.resources
 import re
@@ -59,11 +60,18 @@ from typing import Any, Literal, get_args
 import polars as pl
 from polars.exceptions import ComputeError
 
+from memkiln.io.betterleaks_source import betterleaks_config
 from memkiln.transforms.redact_context import (
     ContextRule,
     context_hits,
     parse_context_rule,
     redact_context_series,
+)
+from memkiln.transforms.redact_source import (
+    SourceRules,
+    parse_betterleaks,
+    redact_source_series,
+    source_hits,
 )
 
 __all__ = [
@@ -89,7 +97,8 @@ _RULES_RESOURCE = "secret_rules.toml"
 _RULE_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _FRAGMENT_REF = re.compile(r"\{\{([a-z_][a-z0-9_]*)\}\}")
 _RULE_KEYS = frozenset({"id", "pass", "description", "regex"})
-_TOP_KEYS = frozenset({"fragments", "rules", "context"})
+_TOP_KEYS = frozenset({"fragments", "rules", "context", "source"})
+_SOURCE_KEYS = frozenset({"name", "exclude", "gated", "min_keyword_length"})
 # Text a rule must leave alone: what redaction itself produces, in the contexts rules look at.
 _ALREADY_REDACTED: tuple[str, ...] = (
     REDACTED,
@@ -142,10 +151,16 @@ class RuleSet:
     any_pattern: str  # every rule in one alternation: flags rows, counts leftovers
     source: str
     context: tuple[ContextRule, ...] = ()  # entropy-gated keyword rules, after the passes
+    external: SourceRules | None = None  # a maintained rule set's, after the passes
 
     @property
     def rule_ids(self) -> tuple[str, ...]:
-        return tuple(rule.id for rule in self.rules) + tuple(rule.id for rule in self.context)
+        external = self.external.rule_ids if self.external else ()
+        return (
+            tuple(rule.id for rule in self.rules)
+            + external
+            + tuple(rule.id for rule in self.context)
+        )
 
 
 # -- loading ---------------------------------------------------------------------------------
@@ -198,8 +213,53 @@ def _parse_rules(text: str, *, source: str) -> RuleSet:
         source=source,
         context=tuple(parse_context_rule(raw, source=source) for raw in data.get("context", [])),
     )
+    external = _parse_source(data.get("source"), context=rule_set.context, source=source)
+    rule_set = dataclasses.replace(rule_set, external=external)
     _check_combined(rule_set)
     return rule_set
+
+
+def _parse_source(raw: Any, *, context: tuple[ContextRule, ...], source: str) -> SourceRules | None:
+    """The ``[source]`` table: the maintained rule set to run after the passes, if any."""
+    if raw is None:
+        return None
+    if not isinstance(raw, Mapping) or set(raw) - _SOURCE_KEYS:
+        raise ValueError(f"{source}: [source] must be a table of {sorted(_SOURCE_KEYS)}")
+    if raw.get("name") != "betterleaks":
+        raise ValueError(f"{source}: [source] name must be 'betterleaks', got {raw.get('name')!r}")
+    lists = {key: raw.get(key, []) for key in ("exclude", "gated")}
+    for key, ids in lists.items():
+        if not isinstance(ids, list) or not all(isinstance(e, str) for e in ids):
+            raise ValueError(f"{source}: [source] {key} must be a list of rule ids")
+    if lists["gated"] and not context:
+        raise ValueError(f"{source}: [source] gated needs a [[context]] rule, whose gate it uses")
+    min_keyword_length = raw.get("min_keyword_length", 1)
+    if not isinstance(min_keyword_length, int) or min_keyword_length < 1:
+        raise ValueError(f"{source}: [source] min_keyword_length must be a positive integer")
+    return _betterleaks_rules(
+        tuple(lists["exclude"]),
+        tuple(lists["gated"]),
+        context[0] if context else None,
+        min_keyword_length,
+    )
+
+
+@functools.cache
+def _betterleaks_rules(
+    exclude: tuple[str, ...],
+    gated: tuple[str, ...],
+    gate: ContextRule | None,
+    min_keyword_length: int,
+) -> SourceRules:
+    config = betterleaks_config()
+    return parse_betterleaks(
+        config.text,
+        name=f"betterleaks {config.version}",
+        exclude=exclude,
+        gated=gated,
+        gate=gate,
+        min_keyword_length=min_keyword_length,
+    )
 
 
 def _expand_fragments(raw: Any, *, source: str) -> dict[str, str]:
@@ -358,14 +418,20 @@ def redact_expr(expr: pl.Expr, *, rules: RuleSet, unescape: bool = True) -> pl.E
         expr = unescape_expr(expr)
     for rule_pass in rules.passes:
         expr = expr.str.replace_all(rule_pass.pattern, rule_pass.replacement)
-    if rules.context:
-        context = rules.context
+    if rules.context or rules.external:
         expr = expr.map_batches(
-            lambda s: redact_context_series(s, context, REDACTED),
-            return_dtype=pl.String,
-            is_elementwise=True,
+            lambda s: _after_passes(s, rules), return_dtype=pl.String, is_elementwise=True
         )
     return expr
+
+
+def _after_passes(series: pl.Series, rules: RuleSet) -> pl.Series:
+    """The external rule set's pass, then the entropy-gated key-word pass."""
+    if rules.external:
+        series = redact_source_series(series, rules.external, REDACTED)
+    if rules.context:
+        series = redact_context_series(series, rules.context, REDACTED)
+    return series
 
 
 def redact_secrets(lf: pl.LazyFrame, *, columns: Sequence[str], rules: RuleSet) -> pl.LazyFrame:
@@ -418,7 +484,7 @@ def rule_hit_counts(lf: pl.LazyFrame, *, column: str, rules: RuleSet) -> pl.Lazy
         ),
     )
     counted = spans.select(rule_id=rule_id).drop_nulls().group_by("rule_id").agg(hits=pl.len())
-    if rules.context:
+    if rules.context or rules.external:
         after = lf.select(text=pl.col(column))
         for rule_pass in rules.passes:
             after = after.with_columns(
@@ -427,7 +493,12 @@ def rule_hit_counts(lf: pl.LazyFrame, *, column: str, rules: RuleSet) -> pl.Lazy
         context = rules.context
 
         def count_context(frame: pl.DataFrame) -> pl.DataFrame:
-            found = context_hits(frame["text"].drop_nulls(), context, REDACTED)
+            text = frame["text"].drop_nulls()
+            found: dict[str, int] = {}
+            if rules.external:
+                found |= source_hits(text, rules.external, REDACTED)
+                text = redact_source_series(text, rules.external, REDACTED)
+            found |= context_hits(text, context, REDACTED)
             return pl.DataFrame(
                 {"rule_id": list(found), "hits": list(found.values())},
                 schema={"rule_id": pl.String, "hits": pl.UInt32},

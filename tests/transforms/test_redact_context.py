@@ -119,10 +119,14 @@ def test_the_gate_looks_at_the_value() -> None:
 
 def test_hits_of_the_context_rule_are_counted(rules: RuleSet) -> None:
     rng = random.Random("hits")
-    texts = [f"ADAFRUIT_IO_KEY={_value(rng)}", f"svc SECRET token {_value(rng)}", "nothing"]
+    texts = [f"ACME_IO_KEY={_value(rng)}", f"svc SECRET token {_value(rng)}", "nothing"]
     frame = pl.LazyFrame({"text": texts})
     hits = dict(rule_hit_counts(frame, column="text", rules=rules).collect().iter_rows())
     assert hits == {"generic-keyword-secret": 2}
+    # an Adafruit key goes to Betterleaks' rule, which runs first: counted once, there
+    adafruit = pl.LazyFrame({"text": [f"ADAFRUIT_IO_KEY={_value(rng)}"]})
+    hits = dict(rule_hit_counts(adafruit, column="text", rules=rules).collect().iter_rows())
+    assert hits == {"betterleaks:adafruit-api-key": 1}
 
 
 def test_benign_list_comes_through_byte_identical(rules: RuleSet) -> None:
