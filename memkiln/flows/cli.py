@@ -656,6 +656,8 @@ def show_config(
     budget_usd: BudgetOpt = None,
     progress: ProgressOpt = None,
     prefect: PrefectOpt = None,
+    task_runner: RunnerOpt = None,
+    dask_address: DaskOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     """Print the effective settings, each with where its value came from: command line,

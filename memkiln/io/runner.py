@@ -76,7 +76,12 @@ def parallelism(runner: Any) -> int:
     (the next batch is prepared while the current one is written)."""
     if type(runner).__name__ != "DaskTaskRunner":
         return 1
-    threads = sum(runner.client.nthreads().values())  # starts the local cluster if needed
+    try:
+        client = runner.client  # starts the local cluster, or connects to the scheduler
+    except OSError as exc:
+        where = getattr(runner, "address", None) or "the local cluster"
+        raise ConfigError(f"cannot reach the Dask scheduler at {where}: {exc}") from exc
+    threads = sum(client.nthreads().values())
     return max(1, int(threads))
 
 
