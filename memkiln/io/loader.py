@@ -55,6 +55,11 @@ from memkiln.transforms.redact import (
 )
 from memkiln.transforms.tool_calls import build_tool_calls
 
+#: Lines of a batch parsed in one part (a batch of the default size, 32 MiB, is one part, so
+#: each line is parsed once; a larger batch, or one huge file, is cut into parts and each part
+#: parsed twice: once for the formats, once for the items).
+PARSE_PART_BYTES = 2 * SEGMENT_BYTES
+
 #: File outcomes that count as failed in a run's summary.
 FAILED_STATUSES = ("unreadable", "corrupt", "binary", "unrecognized")
 
@@ -455,7 +460,7 @@ def normalize_lines(
 ) -> Normalized:
     """Turn the lines of a batch (``split_lines``) into redacted items and rollouts.
 
-    The lines are cleaned, classified and parsed in parts of at most ``SEGMENT_BYTES``, so
+    The lines are cleaned, classified and parsed in parts of at most ``PARSE_PART_BYTES``, so
     memory follows that size and the batch's output, not the largest file. A file's format is
     the majority of its lines, so when there are several parts, the parts are parsed a first
     time for the votes and the session fields (kept narrow), and a second time, once formats
@@ -468,7 +473,7 @@ def normalize_lines(
     votes: list[pl.DataFrame] = []
     narrow: list[pl.DataFrame] = []
     errors: list[pl.DataFrame] = [_no_result_errors()]
-    parts = _segments(lines["nbytes"], SEGMENT_BYTES)
+    parts = _segments(lines["nbytes"], PARSE_PART_BYTES)
     whole: pl.DataFrame | None = None  # the fields of a batch parsed in one part
     for offset, length in parts:
         # 2-3. clean (blobs, secrets), check which lines are JSON objects, quarantine the rest

@@ -4,6 +4,7 @@ process behind. The ``memkiln`` console script runs the whole job, as a user run
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import duckdb
 import pytest
+
+from memkiln.io.runner import LOCAL_DASK_WORKERS
 
 MEMKILN = str(Path(sys.executable).with_name("memkiln"))
 
@@ -160,7 +163,7 @@ def test_a_local_dask_cluster_ends_with_the_run_and_on_sigterm(
     sample_archive: Path, tmp_path: Path
 ) -> None:
     pytest.importorskip("distributed")
-    marker = f"MEMKILN_TEST_MARK={uuid.uuid4().hex}"
+    marker = f"SCALE_TEST_MARK={uuid.uuid4().hex}"
     key, value = marker.split("=")
     result = memkiln(
         "ingest",
@@ -178,7 +181,11 @@ def test_a_local_dask_cluster_ends_with_the_run_and_on_sigterm(
     assert result.returncode == 0, result.stdout + result.stderr
     assert _marked(marker) == []
 
-    # stopped while its cluster runs: the workers end with it
+    # stopped while its cluster runs (many small batches of ten copies of the archive keep
+    # it busy): the workers end with it
+    big = tmp_path / "big"
+    for i in range(10):
+        shutil.copytree(sample_archive, big / f"copy{i}")
     base = {
         k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_") or k == "MEMKILN_HOME"
     }
@@ -187,23 +194,30 @@ def test_a_local_dask_cluster_ends_with_the_run_and_on_sigterm(
             MEMKILN,
             "ingest",
             "--archive",
-            str(sample_archive),
+            str(big),
             "--db",
             str(tmp_path / "b.duckdb"),
             "--no-progress",
             "--task-runner",
             "dask",
         ],
-        env={**base, key: value},
+        env={**base, key: value, "MEMKILN_BATCH_BYTES": str(SMALL_BATCH // 4)},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
     )
     try:
         deadline = time.monotonic() + 240
-        while time.monotonic() < deadline and len(_marked(marker)) < 4 and proc.poll() is None:
+        expected = 2 + LOCAL_DASK_WORKERS  # this run, its Prefect server, its workers
+        while (
+            time.monotonic() < deadline and len(_marked(marker)) < expected and proc.poll() is None
+        ):
             time.sleep(0.2)
+        running = len(_marked(marker))
+        assert proc.poll() is None, "the run ended before it could be stopped"
         proc.send_signal(signal.SIGTERM)
         proc.communicate(timeout=120)
+        assert running >= expected
+        assert proc.returncode != 0  # stopped, not finished
     finally:
         if proc.poll() is None:
             proc.kill()

@@ -460,13 +460,14 @@ def test_an_archive_moved_elsewhere_hands_its_sessions_to_the_new_paths(
 def test_files_handled_in_parts_store_the_same_rows_as_in_one_part(
     sample_archive: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A file larger than SEGMENT_BYTES is cleaned, parsed and normalized part by part (so
+    """A file larger than PARSE_PART_BYTES is cleaned, parsed and normalized part by part (so
     memory does not follow the largest file); the rows must not depend on where it is cut."""
     import memkiln.io.loader as loader
 
     whole, parts = tmp_path / "whole.duckdb", tmp_path / "parts.duckdb"
     run_ingest(sample_archive, whole)
-    monkeypatch.setattr(loader, "SEGMENT_BYTES", 3000)  # a few lines per part
+    monkeypatch.setattr(loader, "PARSE_PART_BYTES", 3000)  # a few lines per part
+    monkeypatch.setattr(loader, "SEGMENT_BYTES", 3000)
     run_ingest(sample_archive, parts)
 
     queries = [
