@@ -193,7 +193,10 @@ def prepared_by_tasks(
     todo: Sequence[pl.DataFrame], *, rules: RuleSet
 ) -> Iterator[tuple[pl.DataFrame, PreparedBatch]]:
     """Like ``prepared_batches``, with every batch a ``prepare-batch`` task on the flow's
-    task runner: as many in flight as the runner has workers, taken in order."""
+    task runner: as many in flight as the runner has workers, taken in order. Nothing to
+    read starts nothing (no local cluster for a night without new files)."""
+    if not todo:
+        return
     runner = current_runner()
     ahead = parallelism(runner)
 
