@@ -71,9 +71,9 @@ def task_runner(kind: str, address: str | None = None, *, workers: int | None = 
 
 
 def parallelism(runner: Any) -> int:
-    """How many tasks the flow keeps in flight on ``runner`` beyond the one it waits for:
-    one per Dask worker thread (so every worker is busy while the writer writes), else one
-    (the next batch is prepared while the current one is written)."""
+    """How many tasks the flow keeps in flight on ``runner`` while it writes a result: one
+    per Dask worker thread (so every worker is busy while the writer writes), else one (the
+    next batch is prepared while the current one is written)."""
     if type(runner).__name__ != "DaskTaskRunner":
         return 1
     try:
@@ -96,17 +96,18 @@ def current_runner() -> Any | None:
 def ordered_results(
     submit: Callable[[A], Resolvable], args: Iterable[A], *, ahead: int
 ) -> Iterator[Any]:
-    """``submit(a).result()`` for every ``a`` of ``args``, in order, with at most ``ahead + 1``
-    submitted and not yet taken: memory stays bounded by the window, not by ``args``."""
+    """``submit(a).result()`` for every ``a`` of ``args``, in order, keeping ``ahead`` (at
+    least one) submitted while the caller holds the result handed over: memory holds at most
+    ``ahead + 1`` results, whatever the length of ``args``."""
+    ahead = max(1, ahead)
     pending: deque[Resolvable] = deque()
     it = iter(args)
     for a in it:
         pending.append(submit(a))
-        if len(pending) > ahead:
+        if len(pending) >= ahead:
             break
     while pending:
-        future = pending.popleft()
-        result = future.result()
+        result = pending.popleft().result()
         for a in it:
             pending.append(submit(a))
             break
