@@ -42,6 +42,7 @@ from synth import MIB, ensure_archive
 HERE = Path(__file__).resolve().parent
 TARGET_VS_BASELINE = 20.0
 TARGET_VS_REFERENCE = 0.25
+RSS_LIMIT_MB = 1536
 
 
 def _maxrss_mb() -> float:
@@ -60,6 +61,33 @@ def _maxrss_mb() -> float:
         pass
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return rss / (1 << 20) if sys.platform == "darwin" else rss / 1024
+
+
+def _cpu_seconds() -> float:
+    """CPU time of this process so far, every thread, user + system."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def steady_cpu_per_gb(small: dict, large: dict) -> float:  # type: ignore[type-arg]
+    """CPU-seconds per GiB of the work that grows with the archive: the difference between two
+    archive sizes, so the start-up (imports, schema, first batch's compile caches) cancels."""
+    gib = (large["bytes"] - small["bytes"]) / (1 << 30)
+    return (large["cpu_seconds"] - small["cpu_seconds"]) / gib
+
+
+def old_tree(work: Path, ref: str) -> Path:
+    """A ``git archive`` snapshot of ``ref`` (memkiln's code as it was), run through PYTHONPATH
+    beside the current code: ``work/old-<ref>``."""
+    dest = work / f"old-{ref}"
+    if not (dest / "memkiln").is_dir():
+        dest.mkdir(parents=True, exist_ok=True)
+        repo = HERE.parent
+        tar = subprocess.run(
+            ["git", "archive", ref, "memkiln"], cwd=repo, capture_output=True, check=True
+        ).stdout
+        subprocess.run(["tar", "-x", "-C", str(dest)], input=tar, check=True)
+    return dest
 
 
 def _files(archive: Path) -> list[Path]:
@@ -82,11 +110,13 @@ def phase_memkiln(archive: Path, db: Path) -> dict:  # type: ignore[type-arg]
         p.unlink(missing_ok=True)
     settings = Settings(archive=archive, db=db)
     rss_imports = _maxrss_mb()
+    cpu0 = _cpu_seconds()
     t0 = time.perf_counter()
     summary = ingest_archive(settings)
     seconds = time.perf_counter() - t0
     return {
         "seconds": seconds,
+        "cpu_seconds": _cpu_seconds() - cpu0,
         "bytes": summary.bytes_read,
         "rollouts": summary.rollouts,
         "items": summary.items,
@@ -309,11 +339,16 @@ def run_phase(args: argparse.Namespace) -> int:
     return 0
 
 
-def child(phase: str, archive: Path, **extra: object) -> dict:  # type: ignore[type-arg]
+def child(phase: str, archive: Path, *, code: Path | None = None, **extra: object) -> dict:  # type: ignore[type-arg]
+    """Run one phase in a child process; ``code`` is a source tree to import memkiln from
+    instead of the installed one (the old code of a side-by-side run)."""
     cmd = [sys.executable, __file__, "--phase", phase, "--archive", str(archive)]
     for key, value in extra.items():
         cmd += [f"--{key.replace('_', '-')}", str(value)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_")}
+    env.pop("PYTHONPATH", None)
+    if code is not None:
+        env["PYTHONPATH"] = str(code)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout + proc.stderr)
@@ -338,6 +373,7 @@ def _best(runs: list[dict]) -> dict:  # type: ignore[type-arg]
     runs = sorted(runs, key=lambda r: r["seconds"])
     out = dict(runs[0])
     out["seconds_all"] = [r["seconds"] for r in runs]
+    out["cpu_all"] = [r.get("cpu_seconds", 0.0) for r in runs]
     out["rss_mb"] = max(r["rss_mb"] for r in runs)
     return out
 
@@ -392,6 +428,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=1, help="runs per memkiln/reference phase")
     parser.add_argument("--seed", type=int, default=0, help="synthetic archive seed (0)")
     parser.add_argument("--keep-db", action="store_true", help="keep the DuckDB files")
+    parser.add_argument(
+        "--old",
+        default="6fc8c24",
+        help="git ref of the old code, run side by side from a git-archive snapshot "
+        "(6fc8c24; 'none' to skip)",
+    )
+    parser.add_argument(
+        "--skip",
+        default="",
+        help="comma-separated phases to leave out: baseline, reference (slow on a busy machine)",
+    )
     parser.add_argument("--json", type=Path, help="also write the raw results to this file")
     parser.add_argument(
         "--phase", choices=["memkiln", "baseline", "reference"], help=argparse.SUPPRESS
@@ -417,42 +464,56 @@ def main(argv: list[str] | None = None) -> int:
         archives[mb] = a
         _warm(a.path)
 
+    skip = {x.strip() for x in args.skip.split(",") if x.strip()}
+    codes: list[tuple[str, Path | None]] = [("memkiln", None)]
+    if args.old.lower() != "none":
+        codes.append((f"old {args.old}", old_tree(args.work, args.old)))
     results: dict[str, dict] = {}  # type: ignore[type-arg]
     for mb in sizes:
         a = archives[mb]
         db = args.work / f"bench-ingest-{mb}mb.duckdb"
-        runs = []
+        runs: dict[str, list[dict]] = {kind: [] for kind, _ in codes}  # type: ignore[type-arg]
         for i in range(args.repeat):
-            print(f"memkiln  {mb} MiB run {i + 1}/{args.repeat} ...", flush=True)
-            runs.append(child("memkiln", a.path, db=db))
-        results[f"memkiln {mb}"] = _best(runs)
+            for kind, code in codes:  # alternating, so both see the same neighbours
+                print(f"{kind} {mb} MiB run {i + 1}/{args.repeat} ...", flush=True)
+                runs[kind].append(child("memkiln", a.path, code=code, db=db))
+        for kind, _ in codes:
+            results[f"{kind} {mb}"] = _best(runs[kind])
         if not args.keep_db:
             for p in (db, db.with_name(db.name + ".wal")):
                 p.unlink(missing_ok=True)
-        runs = []
-        for i in range(args.repeat):
-            print(f"reference {mb} MiB run {i + 1}/{args.repeat} ...", flush=True)
-            runs.append(child("reference", a.path))
-        results[f"reference {mb}"] = _best(runs)
+        if "reference" not in skip:
+            ref_runs = []
+            for i in range(args.repeat):
+                print(f"reference {mb} MiB run {i + 1}/{args.repeat} ...", flush=True)
+                ref_runs.append(child("reference", a.path))
+            results[f"reference {mb}"] = _best(ref_runs)
 
     largest = archives[max(sizes)]
-    print(f"baseline on the first {args.baseline_mb:g} MiB of the {max(sizes)} MiB archive ...")
-    base = child("baseline", largest.path, baseline_mb=args.baseline_mb)
-    results["baseline"] = base
+    base = None
+    if "baseline" not in skip:
+        print(f"baseline on the first {args.baseline_mb:g} MiB of the {max(sizes)} MiB archive ...")
+        base = child("baseline", largest.path, baseline_mb=args.baseline_mb)
+        results["baseline"] = base
 
-    base_rate = _rate(base)[0]
+    base_rate = _rate(base)[0] if base else None
     rows = []
     for mb in sizes:
-        for kind in ("memkiln", "reference"):
-            r = results[f"{kind} {mb}"]
-            ref_rate = _rate(results[f"reference {mb}"])[0]
-            rows.append((kind, r, ref_rate))
-    rows.append(("baseline", base, _rate(results[f"reference {max(sizes)}"])[0]))
+        ref = results.get(f"reference {mb}")
+        ref_rate = _rate(ref)[0] if ref else None
+        for kind, _ in codes:
+            rows.append((kind, results[f"{kind} {mb}"], ref_rate))
+        if ref:
+            rows.append(("reference", ref, ref_rate))
+    if base:
+        ref = results.get(f"reference {max(sizes)}")
+        rows.append(("baseline", base, _rate(ref)[0] if ref else None))
 
     header = (
         "measurement",
         "size MB",
         "MB/s",
+        "CPU-s/GB",
         "rollouts/s",
         "peak RSS MB",
         "vs baseline",
@@ -462,15 +523,17 @@ def main(argv: list[str] | None = None) -> int:
     for kind, r, ref_rate in rows:
         mbps, rps = _rate(r)
         size = f"{r['bytes'] / MIB:.0f}" + (" (subset)" if kind == "baseline" else "")
+        cpu = r.get("cpu_seconds")
         table.append(
             (
                 kind,
                 size,
                 f"{mbps:.1f}",
+                f"{cpu / (r['bytes'] / (1 << 30)):.1f}" if cpu is not None else "",
                 f"{rps:.1f}",
                 f"{r['rss_mb']:.0f}",
-                f"{mbps / base_rate:.1f}x",
-                f"{mbps / ref_rate:.0%}",
+                f"{mbps / base_rate:.1f}x" if base_rate else "",
+                f"{mbps / ref_rate:.0%}" if ref_rate else "",
             )
         )
     widths = [max(len(row[i]) for row in table) for i in range(len(header))]
@@ -487,63 +550,107 @@ def main(argv: list[str] | None = None) -> int:
 
     print()
     print(
-        "peak RSS: VmHWM of the child process that ran the phase (includes the interpreter "
-        "and imports); RSS after imports: "
+        "CPU-s/GB: user + system CPU of the whole phase (every thread) per GiB read, start-up "
+        "included; peak RSS: VmHWM of the child process that ran the phase (includes the "
+        "interpreter and imports); RSS after imports: "
         + ", ".join(f"{k} {v['rss_imports_mb']:.0f} MB" for k, v in results.items())
     )
     for mb in sizes:
-        m = results[f"memkiln {mb}"]
+        for kind, _ in codes:
+            m = results[f"{kind} {mb}"]
+            print(
+                f"{kind} {mb}: {m['rollouts']} rollouts, {m['items']} items, {m['quarantined']} "
+                f"quarantined, {m['hits']} secrets redacted, DB {m['db_mb']:.0f} MB, "
+                f"batch {m['batch_mb']:.0f} MB, "
+                f"times {', '.join(f'{s:.1f}' for s in m['seconds_all'])} s (fastest reported), "
+                f"CPU {m['cpu_seconds']:.1f} s"
+            )
+    if f"reference {max(sizes)}" in results:
+        ref_threads = results[f"reference {max(sizes)}"]["threads"]
         print(
-            f"memkiln {mb}: {m['rollouts']} rollouts, {m['items']} items, {m['quarantined']} "
-            f"quarantined, {m['hits']} secrets redacted, DB {m['db_mb']:.0f} MB, "
-            f"batch {m['batch_mb']:.0f} MB, "
-            f"times {', '.join(f'{s:.1f}' for s in m['seconds_all'])} s (fastest reported)"
+            f"reference: DuckDB read_json, {ref_threads} threads, columns timestamp, type, "
+            "payload.type"
         )
-    ref_threads = results[f"reference {max(sizes)}"]["threads"]
-    print(
-        f"reference: DuckDB read_json, {ref_threads} threads, columns timestamp, type, payload.type"
-    )
-    print(
-        f"baseline: ran on a SUBSET ({base['rollouts']} files, {base['bytes'] / MIB:.0f} MiB, "
-        f"{base['items']} lines), json.loads + {base['rules_used']} rules in "
-        f"{base['passes']} re passes, {base['hits']} secrets replaced; "
-        f"rules skipped (do not compile in re): {len(base['rules_skipped'])}; "
-        f"json.loads alone: {base['bytes'] / MIB / base['loads_seconds']:.0f} MB/s"
-        + "".join(f"\n  - {s}" for s in base["rules_skipped"])
-    )
+    if base:
+        print(
+            f"baseline: ran on a SUBSET ({base['rollouts']} files, {base['bytes'] / MIB:.0f} "
+            f"MiB, {base['items']} lines), json.loads + {base['rules_used']} rules in "
+            f"{base['passes']} re passes, {base['hits']} secrets replaced; "
+            f"rules skipped (do not compile in re): {len(base['rules_skipped'])}; "
+            f"json.loads alone: {base['bytes'] / MIB / base['loads_seconds']:.0f} MB/s"
+            + "".join(f"\n  - {s}" for s in base["rules_skipped"])
+        )
 
     print()
     ok = True
+    steady: dict[str, float] = {}
+    if len(sizes) > 1:
+        small, large = min(sizes), max(sizes)
+        for kind, _ in codes:
+            steady[kind] = steady_cpu_per_gb(
+                _least_cpu(runs_of(results, kind, small)), _least_cpu(runs_of(results, kind, large))
+            )
+            print(
+                f"steady-state CPU-s per GiB ({kind}, {large} MiB minus {small} MiB archive, "
+                f"start-up cancelled): {steady[kind]:.1f}"
+            )
+        if len(codes) > 1:
+            new, old = steady["memkiln"], steady[codes[1][0]]
+            hit = new <= old / 2
+            ok &= hit
+            print(
+                f"target steady-state CPU-s/GiB at most half the old code's: {new:.1f} vs "
+                f"{old:.1f} ({new / old:.0%} of it): {'met' if hit else 'MISSED'}"
+            )
     for mb in sizes:
         mbps = _rate(results[f"memkiln {mb}"])[0]
-        ref = _rate(results[f"reference {mb}"])[0]
-        vb, vr = mbps / base_rate, mbps / ref
+        ref_r = results.get(f"reference {mb}")
         for label, value, target, fmt in (
-            ("vs baseline", vb, TARGET_VS_BASELINE, "{:.1f}x"),
-            ("vs reference", vr, TARGET_VS_REFERENCE, "{:.0%}"),
+            ("vs baseline", mbps / base_rate if base_rate else None, TARGET_VS_BASELINE, "{:.1f}x"),
+            (
+                "vs reference",
+                mbps / _rate(ref_r)[0] if ref_r else None,
+                TARGET_VS_REFERENCE,
+                "{:.0%}",
+            ),
         ):
+            if value is None:
+                continue
             hit = value >= target
             ok &= hit
             print(
                 f"target {label} at {mb} MiB: {fmt.format(value)} "
                 f"(target >= {fmt.format(target)}): {'met' if hit else 'MISSED'}"
             )
-    rss = [results[f"memkiln {mb}"]["rss_mb"] for mb in sizes]
-    if len(sizes) > 1:
-        growth = rss[-1] / rss[0] - 1
-        flat = growth <= 0.15
-        ok &= flat
-        print(
-            f"target flat RSS: {' -> '.join(f'{x:.0f}' for x in rss)} MB over "
-            f"{' -> '.join(str(s) for s in sizes)} MiB ({growth:+.0%}; flat means <= +15%): "
-            f"{'met' if flat else 'MISSED'}"
-        )
+    for kind, _ in codes:
+        rss = [results[f"{kind} {mb}"]["rss_mb"] for mb in sizes]
+        if len(sizes) > 1:
+            growth = rss[-1] / rss[0] - 1
+            flat = growth <= 0.15 and max(rss) < RSS_LIMIT_MB
+            if kind == "memkiln":
+                ok &= flat
+            print(
+                f"target flat RSS under {RSS_LIMIT_MB} MB ({kind}): "
+                f"{' -> '.join(f'{x:.0f}' for x in rss)} MB over "
+                f"{' -> '.join(str(s) for s in sizes)} MiB ({growth:+.0%}; flat means <= +15%): "
+                f"{'met' if flat else 'MISSED'}"
+            )
     if args.json:
         args.json.write_text(json.dumps({"machine": facts, "results": results}, indent=2))
     load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"load average at the end: {load} (on {os.cpu_count()} cores)")
     print("all targets met" if ok else "some targets MISSED (see above)")
     return 0
+
+
+def runs_of(results: dict, kind: str, mb: int) -> dict:  # type: ignore[type-arg]
+    return results[f"{kind} {mb}"]
+
+
+def _least_cpu(r: dict) -> dict:  # type: ignore[type-arg]
+    """The run of ``r`` (a ``_best`` summary) with the least CPU: a busy neighbour adds CPU
+    time (cache misses, a shared core), never removes it."""
+    return {"bytes": r["bytes"], "cpu_seconds": min(r["cpu_all"])}
 
 
 if __name__ == "__main__":

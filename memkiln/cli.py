@@ -61,6 +61,8 @@ CLI_OPTIONS: dict[str, tuple[str, str]] = {
     "batch_mb": ("batch_bytes", "--batch-mb"),
     "progress": ("progress", "--progress/--no-progress"),
     "prefect": ("prefect", "--prefect/--no-prefect"),
+    "task_runner": ("task_runner", "--task-runner"),
+    "dask_address": ("dask_address", "--dask-address"),
     "backend": ("backend", "--backend"),
     "model": ("model", "--model"),
     "base_url": ("base_url", "--base-url"),
@@ -110,6 +112,8 @@ OutOpt = Annotated[Path | None, _option("out", "--out")]
 BatchOpt = Annotated[int | None, _option("batch_mb", "--batch-mb")]
 ProgressOpt = Annotated[bool | None, _option("progress", "--progress/--no-progress")]
 PrefectOpt = Annotated[bool | None, _option("prefect", "--prefect/--no-prefect")]
+RunnerOpt = Annotated[str | None, _option("task_runner", "--task-runner")]
+DaskOpt = Annotated[str | None, _option("dask_address", "--dask-address")]
 BackendOpt = Annotated[str | None, _option("backend", "--backend")]
 ModelOpt = Annotated[str | None, _option("model", "--model")]
 BaseUrlOpt = Annotated[str | None, _option("base_url", "--base-url")]
@@ -165,6 +169,13 @@ def _settings_and_sources(
             given[setting] = CONVERT.get(param, lambda v: v)(value)
             flags[setting] = flag
     return load_settings(given, flags=flags, config=config)
+
+
+def _on_runner(flow: Any, settings: Settings) -> Any:
+    """``flow`` on the task runner the settings name (see ``memkiln.io.runner``)."""
+    from memkiln.io.runner import with_task_runner
+
+    return with_task_runner(flow, kind=settings.task_runner, address=settings.dask_address)
 
 
 def _prefect_defaults() -> None:
@@ -248,6 +259,8 @@ def ingest(
     batch_mb: BatchOpt = None,
     progress: ProgressOpt = None,
     prefect: PrefectOpt = None,
+    task_runner: RunnerOpt = None,
+    dask_address: DaskOpt = None,
     config: ConfigOpt = None,
 ) -> int:
     """Read new and changed rollout files into DuckDB: files, rollouts, items, quarantine.
@@ -264,7 +277,7 @@ def ingest(
         if settings.prefect:
             from memkiln.flows.ingest import ingest_flow
 
-            return ingest_flow(_options(settings))
+            return _on_runner(ingest_flow, settings)(_options(settings))
         from memkiln.flows.ingest import ingest_archive
         from memkiln.io.progress import Reporter
 
@@ -361,6 +374,8 @@ def run(
     as_json: JsonOpt = False,
     progress: ProgressOpt = None,
     prefect: PrefectOpt = None,
+    task_runner: RunnerOpt = None,
+    dask_address: DaskOpt = None,
     config: ConfigOpt = None,
 ) -> int:
     """The whole job as one Prefect flow: ingest, extract, consolidate into memory files.
@@ -384,7 +399,7 @@ def run(
         if settings.prefect:
             from memkiln.flows.run import run_flow
 
-            return run_flow(_options(settings))
+            return _on_runner(run_flow, settings)(_options(settings))
         from memkiln.flows.run import run_job
 
         return run_job(settings)
@@ -522,6 +537,8 @@ def consolidate(
     max_retries: RetriesOpt = None,
     progress: ProgressOpt = None,
     prefect: PrefectOpt = None,
+    task_runner: RunnerOpt = None,
+    dask_address: DaskOpt = None,
     config: ConfigOpt = None,
 ) -> int:
     """Phase 2: write each project's memory files from its stage-one memories.
@@ -538,7 +555,7 @@ def consolidate(
         if settings.prefect:
             from memkiln.flows.consolidate import consolidate_flow
 
-            return consolidate_flow(_options(settings), project)
+            return _on_runner(consolidate_flow, settings)(_options(settings), project)
         from memkiln.flows.consolidate import consolidate_store
         from memkiln.io.progress import Reporter
 
@@ -648,6 +665,8 @@ def show_config(
     budget_usd: BudgetOpt = None,
     progress: ProgressOpt = None,
     prefect: PrefectOpt = None,
+    task_runner: RunnerOpt = None,
+    dask_address: DaskOpt = None,
     config: ConfigOpt = None,
 ) -> None:
     """Print the effective settings, each with where its value came from: command line,

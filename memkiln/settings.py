@@ -71,6 +71,17 @@ class Options(BaseModel):
         description="Run commands as Prefect flows (an ephemeral API unless PREFECT_API_URL is "
         "set); false runs the same code in this process alone.",
     )
+    task_runner: Literal["thread", "dask"] = Field(
+        "thread",
+        description="Where a Prefect run's stateless tasks (ingest batches, project files) "
+        "execute: thread (this process) or dask (a local cluster of worker processes, or "
+        "the cluster at dask_address); this process stays the only DuckDB writer.",
+    )
+    dask_address: str | None = Field(
+        None,
+        description="Scheduler of an existing Dask cluster (tcp://host:8786) for "
+        "task_runner dask; none starts a local cluster for the run.",
+    )
 
     # Phase 1: which sessions are extracted
     sources: Annotated[list[Literal["cli", "vscode", "exec", "mcp", "unknown"]], NoDecode] = Field(

@@ -4,12 +4,15 @@
 2. select each project's memories (usage from citations, then recency; at most 256)
 3. per project whose inputs changed since its last success: write raw_memories.md and
    rollout_summaries/, then MEMORY.md and memory_summary.md (heuristic or model, with
-   skills from a model), removing files of memories that left the selection
+   skills from a model), removing files of memories that left the selection; under Prefect
+   the heuristic backend's files of each project are rendered by a ``render-project`` task
+   on the flow's task runner (Dask workers included), and this process writes them
 4. clear the folders of projects left without memories; write INDEX.md
 """
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
 import asyncio
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import duckdb
@@ -20,12 +23,21 @@ from prefect.cache_policies import NO_CACHE
 from memkiln.flows.ephemeral import stoppable
 from memkiln.flows.records import consolidate_section, notes, phase_of, publish
 from memkiln.io.backends import OpenAIBackend
-from memkiln.io.consolidator import ProjectOutcome, consolidate_project, write_failure
+from memkiln.io.consolidator import (
+    ProjectOutcome,
+    consolidate_project,
+    heuristic_files,
+    input_hash,
+    up_to_date,
+    write_failure,
+)
 from memkiln.io.jobs import store_write_error
+from memkiln.io.loader import frame_from_ipc, frame_to_ipc
 from memkiln.io.lock import hold_store
 from memkiln.io.memory_files import OutputRoot, UnsafePathError
 from memkiln.io.prices import PriceBook, check_budget_prices
 from memkiln.io.progress import Reporter
+from memkiln.io.runner import current_runner, ordered_results, parallelism, stopped_with
 from memkiln.io.snapshot import Publisher
 from memkiln.io.store import fetch_pl, now, open_store, recorded_run, sql
 from memkiln.io.usage import past_output_mean, record_usage
@@ -45,6 +57,10 @@ from memkiln.transforms.names import project_dirname
 from memkiln.transforms.redact import load_rules
 from memkiln.transforms.text import one_line
 from memkiln.transforms.usage import citation_usage
+
+#: Renders the heuristic files of the given projects, in order: ``(key, selected)`` pairs in,
+#: ``(key, {path: text})`` pairs out.
+Renderer = Callable[[list[tuple[str, pl.DataFrame]]], Iterator[tuple[str, dict[str, str]]]]
 
 GENERATED = ("raw_memories.md", "MEMORY.md", "memory_summary.md", "rollout_summaries", "skills")
 
@@ -92,9 +108,11 @@ def consolidate_store(
     project: str | None = None,
     reporter: Reporter | None = None,
     spent_before: float = 0.0,
+    render: Renderer | None = None,
 ) -> ConsolidateSummary:
     """Run phase 2 over the store (no Prefect; the flow below wraps this). ``spent_before``
-    is what earlier phases of the same invocation spent, counted against ``budget_usd``."""
+    is what earlier phases of the same invocation spent, counted against ``budget_usd``;
+    ``render`` renders the heuristic files of projects elsewhere (tasks), else here."""
     reporter = reporter or Reporter(enabled=False)
     rules = load_rules()
     root = OutputRoot(settings.out)
@@ -112,7 +130,17 @@ def consolidate_store(
     try:
         with recorded_run(con, command="consolidate", counts=summary.counters) as summary.run_id:
             asyncio.run(
-                _consolidate(con, root, settings, backend, project, summary, reporter, spent_before)
+                _consolidate(
+                    con,
+                    root,
+                    settings,
+                    backend,
+                    project,
+                    summary,
+                    reporter,
+                    spent_before,
+                    render,
+                )
             )
     except duckdb.Error as exc:  # the store cannot be written (a full disk, a lost mount)
         raise store_write_error(settings.db, exc) from exc
@@ -130,6 +158,7 @@ async def _consolidate(
     summary: ConsolidateSummary,
     reporter: Reporter,
     spent_before: float = 0.0,
+    render: Renderer | None = None,
 ) -> None:
     rules = load_rules()
     # 1. leftovers of a killed run
@@ -172,8 +201,18 @@ async def _consolidate(
             )
             return False
 
-    # 3. per project (readers see the projects recorded so far)
+    # 3. per project (readers see the projects recorded so far); with a renderer, the files
+    # of the projects that changed are rendered ahead, in order
     publisher = Publisher(con)
+    per_key = {key: selected.filter(pl.col("project_key") == key) for key in keys}
+    rendered: _Ahead | None = None
+    if render is not None and backend is None:
+        stale = [
+            (key, per_key[key])
+            for key in keys
+            if not _up_to_date(root, key, per_key[key], previous.get(key) or {}, model)
+        ]
+        rendered = _Ahead(render(stale))
     with reporter.task("consolidate", total=len(keys)) as advance:
         for key in keys:
             prev = previous.get(key) or {}
@@ -182,7 +221,7 @@ async def _consolidate(
                 outcome = await consolidate_project(
                     root,
                     key,
-                    selected.filter(pl.col("project_key") == key),
+                    per_key[key],
                     previous_ids=list(prev.get("selected_ids") or []) if ok_before else [],
                     previous_hash=prev.get("input_hash") if ok_before else None,
                     backend=backend,
@@ -191,6 +230,7 @@ async def _consolidate(
                     context_window=settings.context_window,
                     rules=rules,
                     affordable=_refuse if summary.stopped else affordable,
+                    rendered=rendered.taker(key, per_key[key]) if rendered is not None else None,
                 )
             except (OSError, UnsafePathError) as exc:  # this project only; the others go on
                 reason, detail = write_failure(exc, rules=rules)
@@ -257,6 +297,67 @@ async def _consolidate(
         )
     if backend is not None:
         await backend.aclose()
+
+
+def _up_to_date(
+    root: OutputRoot, key: str, selected: pl.DataFrame, prev: dict[str, object], model: str
+) -> bool:
+    """The heuristic backend's check of ``consolidate_project``, made before rendering."""
+    if prev.get("status") != "succeeded":
+        return False
+    digest = input_hash(selected, backend="heuristic", model=model)
+    return up_to_date(root, key, digest, prev.get("input_hash"))  # type: ignore[arg-type]
+
+
+@task(
+    name="render-project",
+    task_run_name="render {project_key}",
+    cache_policy=NO_CACHE,
+    persist_result=False,
+    log_prints=False,
+)
+def render_task(project_key: str, selected_ipc: bytes) -> dict[str, str]:
+    """A project's memory files under the heuristic backend (pure work; written by the
+    flow's process)."""
+    return heuristic_files(project_key, frame_from_ipc(selected_ipc))
+
+
+class _Ahead:
+    """Files rendered ahead, taken project by project in the same order."""
+
+    def __init__(self, stream: Iterator[tuple[str, dict[str, str]]]) -> None:
+        self._stream = stream
+        self._next: tuple[str, dict[str, str]] | None = None
+
+    def taker(self, key: str, selected: pl.DataFrame) -> Callable[[], dict[str, str]]:
+        def take() -> dict[str, str]:
+            if self._next is None:
+                self._next = next(self._stream, None)
+            if self._next is not None and self._next[0] == key:
+                files, self._next = self._next[1], None
+                return files
+            # not rendered ahead (its folder changed since the check): render it here
+            return heuristic_files(key, selected)
+
+        return take
+
+
+def rendered_by_tasks(
+    projects: list[tuple[str, pl.DataFrame]],
+) -> Iterator[tuple[str, dict[str, str]]]:
+    """Each project's files from a ``render-project`` task on the flow's task runner, in
+    order, as many in flight as the runner has workers."""
+    runner = current_runner()
+    ahead = parallelism(runner) if projects else 1
+
+    def submit(item: tuple[str, pl.DataFrame]):  # type: ignore[no-untyped-def]
+        key, frame = item
+        return render_task.submit(key, frame_to_ipc(frame))
+
+    with stopped_with(runner if projects else None):
+        results = ordered_results(submit, projects, ahead=ahead)
+        for (key, _), files in zip(projects, results, strict=True):
+            yield key, files
 
 
 def _refuse(tokens_in: int) -> bool:
@@ -330,7 +431,11 @@ def consolidate_task(
         settings = Settings.from_options(options)
         reporter = Reporter(enabled=options.progress)
         return consolidate_store(
-            settings, project=project, reporter=reporter, spent_before=spent_before
+            settings,
+            project=project,
+            reporter=reporter,
+            spent_before=spent_before,
+            render=rendered_by_tasks,
         )
 
 

@@ -2,8 +2,10 @@
 
 1. open the store (create or migrate the schema) and record the run
 2. discover rollout files and decide which to read (new or changed fingerprint)
-3. load them batch by batch (read, split, redact, parse, normalize; then write, while the
-   next batch is prepared in a worker thread)
+3. load them batch by batch: each batch is read, split, redacted, parsed and normalized
+   into Arrow (in a worker thread; under Prefect, as a ``prepare-batch`` task on the flow's
+   task runner, Dask workers included), then written by this process, the only writer, in
+   order, while the next batches are prepared
 4. close the run record with its counts and print the summary
 
 Readers see the store as published at the start, after batches (no more often than every
@@ -12,6 +14,7 @@ few seconds) and at the end (``memkiln.io.snapshot``).
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
 from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,14 +28,25 @@ from memkiln.errors import ConfigError
 from memkiln.flows.ephemeral import stoppable
 from memkiln.flows.records import ingest_section, phase_of, publish
 from memkiln.io.archive import discover, path_key
-from memkiln.io.loader import BatchResult, prepared_batches, write_batch
+from memkiln.io.loader import (
+    BatchResult,
+    PreparedBatch,
+    frame_to_ipc,
+    prepare_batch_ipc,
+    prepared_batches,
+    write_batch,
+)
 from memkiln.io.lock import hold_store
 from memkiln.io.progress import Reporter
+from memkiln.io.runner import current_runner, ordered_results, parallelism, stopped_with
 from memkiln.io.snapshot import Publisher
 from memkiln.io.store import fetch_pl, open_store, recorded_run
 from memkiln.settings import Options, Settings
 from memkiln.transforms.plan import FOUND_SCHEMA, batches, plan_files
-from memkiln.transforms.redact import load_rules, redact_text
+from memkiln.transforms.redact import RuleSet, load_rules, redact_text
+
+#: Turns the batches of a run into prepared batches, in order (a worker thread by default).
+Preparer = Callable[..., Iterator[tuple[pl.DataFrame, PreparedBatch]]]
 
 
 @dataclass
@@ -95,8 +109,15 @@ def plan_archive(con, archive: Path) -> pl.DataFrame:  # type: ignore[no-untyped
     )
 
 
-def ingest_archive(settings: Settings, *, reporter: Reporter | None = None) -> IngestSummary:
-    """Run an ingest without Prefect (the flow below wraps this; tests call it directly)."""
+def ingest_archive(
+    settings: Settings,
+    *,
+    reporter: Reporter | None = None,
+    prepare: Preparer = prepared_batches,
+) -> IngestSummary:
+    """Run an ingest without Prefect (the flow below wraps this; tests call it directly).
+
+    ``prepare`` prepares the batches (a worker thread; the flow passes tasks)."""
     archive = check_archive(Path(settings.archive or ""))
     reporter = reporter or Reporter(enabled=False)
     con = open_store(settings.db)
@@ -108,14 +129,19 @@ def ingest_archive(settings: Settings, *, reporter: Reporter | None = None) -> I
         with recorded_run(
             con, command="ingest", archive=shown, counts=summary.counters
         ) as summary.run_id:
-            _ingest(con, archive, settings, summary, reporter)
+            _ingest(con, archive, settings, summary, reporter, prepare)
     finally:
         con.close()
     return summary
 
 
 def _ingest(
-    con, archive: Path, settings: Settings, summary: IngestSummary, reporter: Reporter
+    con,
+    archive: Path,
+    settings: Settings,
+    summary: IngestSummary,
+    reporter: Reporter,
+    prepare: Preparer,
 ) -> None:  # type: ignore[no-untyped-def]
     # 2. discover and plan
     plan = plan_archive(con, archive)
@@ -134,7 +160,7 @@ def _ingest(
     # closing(): an error while writing stops the worker before the error propagates
     with (
         reporter.task("ingest", total=total) as advance,
-        closing(prepared_batches(todo, rules=rules)) as stream,
+        closing(prepare(todo, rules=rules)) as stream,
     ):
         for batch, prepared in stream:
             result: BatchResult = write_batch(con, prepared, run_id=summary.run_id)
@@ -152,6 +178,40 @@ def _ingest(
 
 
 @task(
+    name="prepare-batch",
+    task_run_name="prepare batch {index}",
+    cache_policy=NO_CACHE,
+    persist_result=False,
+    log_prints=False,
+)
+def prepare_task(batch_ipc: bytes, index: int) -> dict[str, object]:
+    """Read, split, redact, parse and normalize one batch of files; Arrow IPC out."""
+    return prepare_batch_ipc(batch_ipc)
+
+
+def prepared_by_tasks(
+    todo: Sequence[pl.DataFrame], *, rules: RuleSet
+) -> Iterator[tuple[pl.DataFrame, PreparedBatch]]:
+    """Like ``prepared_batches``, with every batch a ``prepare-batch`` task on the flow's
+    task runner: as many in flight as the runner has workers, taken in order. Nothing to
+    read starts nothing (no local cluster for a night without new files)."""
+    if not todo:
+        return
+    runner = current_runner()
+    ahead = parallelism(runner)
+
+    def submit(i: int):  # type: ignore[no-untyped-def]
+        return prepare_task.submit(frame_to_ipc(todo[i]), i)
+
+    with stopped_with(runner):
+        for batch, payload in zip(
+            todo, ordered_results(submit, range(len(todo)), ahead=ahead), strict=True
+        ):
+            yield batch, PreparedBatch.from_ipc(payload)
+            del payload
+
+
+@task(
     name="ingest-archive",
     task_run_name="ingest {options.archive}",
     cache_policy=NO_CACHE,
@@ -161,7 +221,9 @@ def ingest_task(options: Options, parent_run_id: str | None = None) -> IngestSum
     """Read new and changed files of the archive into the store."""
     with phase_of(parent_run_id):
         settings = Settings.from_options(options)
-        return ingest_archive(settings, reporter=Reporter(enabled=options.progress))
+        return ingest_archive(
+            settings, reporter=Reporter(enabled=options.progress), prepare=prepared_by_tasks
+        )
 
 
 @flow(name="memkiln-ingest", log_prints=False)

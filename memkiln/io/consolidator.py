@@ -118,6 +118,22 @@ def model_files(output: ConsolidationOutput, *, rules: RuleSet) -> tuple[dict[st
     return files, skipped
 
 
+def heuristic_files(project_key: str, selected: pl.DataFrame) -> dict[str, str]:
+    """Every file of a project's folder under the heuristic backend, by path under the
+    output root: pure work on the project's selected memories, so it can run as a task
+    anywhere (``memkiln.flows.consolidate.render_task``)."""
+    folder = project_dirname(project_key)
+    files = {f"{folder}/{k}": v for k, v in deterministic_files(project_key, selected).items()}
+    consolidated = heuristic_consolidation(project_key, selected)
+    return files | {f"{folder}/{k}": v for k, v in consolidated.items()}
+
+
+def up_to_date(root: OutputRoot, project_key: str, digest: str, previous_hash: str | None) -> bool:
+    """The project's inputs are those of its last success and its files are there."""
+    folder = project_dirname(project_key)
+    return digest == previous_hash and root.path(f"{folder}/memory_summary.md").exists()
+
+
 async def consolidate_project(
     root: OutputRoot,
     project_key: str,
@@ -131,23 +147,27 @@ async def consolidate_project(
     context_window: int | None,
     rules: RuleSet,
     affordable: Callable[[int], bool] | None = None,
+    rendered: Callable[[], dict[str, str]] | None = None,
 ) -> ProjectOutcome:
     """Bring one project's folder up to date with its selected memories.
 
     ``affordable`` is asked, with the request's input tokens, before the model is called: when
     it says no, nothing is written and the project is ``deferred`` to the next run.
+    ``rendered`` gives the heuristic backend's files when they were rendered elsewhere (a
+    task); it is only called when the project is not up to date.
     """
     folder = project_dirname(project_key)
     digest = input_hash(selected, backend=backend_name, model=model)
     outcome = ProjectOutcome(project_key, folder, "succeeded", input_hash=digest)
     outcome.selected_ids = sorted(selected["rollout_id"].to_list())
-    if digest == previous_hash and root.path(f"{folder}/memory_summary.md").exists():
+    if up_to_date(root, project_key, digest, previous_hash):
         outcome.status = "skipped"
         return outcome
-    files = {f"{folder}/{k}": v for k, v in deterministic_files(project_key, selected).items()}
     if backend is None:
-        consolidated = heuristic_consolidation(project_key, selected)
+        files = rendered() if rendered is not None else heuristic_files(project_key, selected)
+        consolidated: dict[str, str] = {}
     else:
+        files = {f"{folder}/{k}": v for k, v in deterministic_files(project_key, selected).items()}
         added_rows = selected.filter(~pl.col("rollout_id").is_in(previous_ids))
         removed_ids = sorted(set(previous_ids) - set(outcome.selected_ids))
         added = "\n\n".join(

@@ -8,11 +8,13 @@ one transaction, so a killed run leaves every file either fully ingested or unto
 
 from __future__ import annotations
 
+import io
 import os
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -38,6 +40,7 @@ from memkiln.transforms.normalize import (
     fill_timestamps,
     format_votes,
     formats_from_votes,
+    payload_text_paths,
     redact_items,
     redact_rollouts,
     rollout_fields,
@@ -45,11 +48,17 @@ from memkiln.transforms.normalize import (
 from memkiln.transforms.redact import (
     REDACTED,
     RuleSet,
+    load_rules,
     redact_expr,
     redact_text,
     rule_hit_counts,
 )
 from memkiln.transforms.tool_calls import build_tool_calls
+
+#: Lines of a batch parsed in one part (a batch of the default size, 32 MiB, is one part, so
+#: each line is parsed once; a larger batch, or one huge file, is cut into parts and each part
+#: parsed twice: once for the formats, once for the items).
+PARSE_PART_BYTES = 2 * SEGMENT_BYTES
 
 #: File outcomes that count as failed in a run's summary.
 FAILED_STATUSES = ("unreadable", "corrupt", "binary", "unrecognized")
@@ -87,6 +96,59 @@ class PreparedBatch:
     files: pl.DataFrame  # file_id, path, compression, size, mtime_ns, content_hash, status
     norm: Normalized
     bytes_read: int
+
+    def to_ipc(self) -> dict[str, Any]:
+        """The batch as Arrow IPC streams (one per frame) and two small values: what a
+        worker process sends back to the writer (no pickled rows)."""
+        frames = {
+            "files": self.files,
+            "items": self.norm.items,
+            "rollouts": self.norm.rollouts,
+            "quarantine": self.norm.quarantine,
+            "per_file": self.norm.per_file,
+            "result_errors": self.norm.result_errors,
+        }
+        return {
+            "frames": {name: frame_to_ipc(frame) for name, frame in frames.items()},
+            "hits": dict(self.norm.hits),
+            "bytes_read": int(self.bytes_read),
+        }
+
+    @classmethod
+    def from_ipc(cls, data: dict[str, Any]) -> PreparedBatch:
+        f = {name: frame_from_ipc(raw) for name, raw in data["frames"].items()}
+        norm = Normalized(
+            f["items"],
+            f["rollouts"],
+            f["quarantine"],
+            f["per_file"],
+            dict(data["hits"]),
+            result_errors=f["result_errors"],
+        )
+        return cls(files=f["files"], norm=norm, bytes_read=int(data["bytes_read"]))
+
+
+def frame_to_ipc(frame: pl.DataFrame) -> bytes:
+    """A frame as an uncompressed Arrow IPC stream (the receiver maps it without parsing)."""
+    sink = io.BytesIO()
+    frame.write_ipc_stream(sink, compression="uncompressed")
+    return sink.getvalue()
+
+
+def frame_from_ipc(raw: bytes) -> pl.DataFrame:
+    return pl.read_ipc_stream(io.BytesIO(raw))
+
+
+def prepare_batch_ipc(batch_ipc: bytes) -> dict[str, Any]:
+    """:func:`prepare_batch` for a batch plan sent as Arrow IPC, its result as Arrow IPC: the
+    unit of work a task runner spreads (it reads files, writes nothing). The rules are the
+    packaged ones; the JSON parser is an in-memory DuckDB of its own."""
+    batch = frame_from_ipc(batch_ipc)
+    parser = duckdb.connect()
+    try:
+        return prepare_batch(parser, batch, rules=load_rules()).to_ipc()
+    finally:
+        parser.close()
 
 
 def load_batch(
@@ -398,7 +460,7 @@ def normalize_lines(
 ) -> Normalized:
     """Turn the lines of a batch (``split_lines``) into redacted items and rollouts.
 
-    The lines are cleaned, classified and parsed in parts of at most ``SEGMENT_BYTES``, so
+    The lines are cleaned, classified and parsed in parts of at most ``PARSE_PART_BYTES``, so
     memory follows that size and the batch's output, not the largest file. A file's format is
     the majority of its lines, so when there are several parts, the parts are parsed a first
     time for the votes and the session fields (kept narrow), and a second time, once formats
@@ -411,7 +473,7 @@ def normalize_lines(
     votes: list[pl.DataFrame] = []
     narrow: list[pl.DataFrame] = []
     errors: list[pl.DataFrame] = [_no_result_errors()]
-    parts = _segments(lines["nbytes"], SEGMENT_BYTES)
+    parts = _segments(lines["nbytes"], PARSE_PART_BYTES)
     whole: pl.DataFrame | None = None  # the fields of a batch parsed in one part
     for offset, length in parts:
         # 2-3. clean (blobs, secrets), check which lines are JSON objects, quarantine the rest
@@ -557,6 +619,7 @@ def _items_of(
 ) -> pl.DataFrame:
     """The redacted items of some lines, timestamps not yet carried forward."""
     fields = fields.join(formats, on="fid", how="left").join(good, on=["fid", "line_no"])
+    fields = _strip_payloads(con, fields)
     con.register("batch_content", content_arrays(fields.lazy()).collect().to_arrow())
     try:
         blocks = fetch_pl(con, sql("extract_content_blocks"))
@@ -564,6 +627,23 @@ def _items_of(
         con.unregister("batch_content")
     items = build_items(fields.lazy(), blocks.lazy(), fill_timestamps=False)
     return redact_items(items, rules=rules).collect()
+
+
+def _strip_payloads(con: duckdb.DuckDBPyConnection, fields: pl.DataFrame) -> pl.DataFrame:
+    """``fields`` with each ``line`` cut of the fields its item holds as text, so that
+    ``payload_json`` does not store a tool output (or a message) a second time."""
+    paths = payload_text_paths(fields.lazy()).collect()
+    con.register(
+        "batch_payloads",
+        pl.DataFrame([fields["line"], paths["text_path"], paths["text_path2"]]).to_arrow(),
+    )
+    try:
+        stripped = con.sql(sql("strip_payloads")).to_arrow_table()
+    finally:
+        con.unregister("batch_payloads")
+    line = pl.Series("line", stripped.column("line"), dtype=pl.String)
+    assert line.len() == fields.height
+    return fields.with_columns(line)
 
 
 def _item_bytes(items: pl.DataFrame) -> pl.Series:

@@ -179,6 +179,77 @@ def content_arrays(fields: pl.LazyFrame) -> pl.LazyFrame:
     return fields.select("fid", "line_no", content=content).filter(pl.col("content").is_not_null())
 
 
+#: Codex item type -> the payload field whose value becomes the item's ``text``.
+CODEX_TEXT_FIELDS = {
+    "function_call": "arguments",
+    "custom_tool_call": "input",
+    "function_call_output": "output",
+    "custom_tool_call_output": "output",
+    "reasoning": "summary",
+    "local_shell_call": "action",
+    "web_search_call": "action",
+}
+
+
+def payload_text_paths(fields: pl.LazyFrame) -> pl.LazyFrame:
+    """``fid, line_no, text_path, text_path2``: the JSON paths of a line whose values the
+    line's item already holds (``text``, or ``parts`` for a message), so ``payload_json``
+    stores them once (the item keeps the line without them). Null where the items' payloads are
+    content blocks (Claude Code / Pi messages with a content array: see
+    ``extract_content_blocks.sql``) or nothing is held twice.
+
+    Follows :func:`codex_items` and :func:`message_items` case for case: a field is removed
+    only when that very field is the item's text.
+    """
+    env = pl.col("has_payload")
+    prefix = pl.when(env).then(pl.lit("$.payload.")).otherwise(pl.lit("$."))
+    item_type = (
+        pl.when(env)
+        .then(pl.col("p_type"))
+        .when(pl.col("record_type").is_null())
+        .then(pl.col("type"))
+    )
+    content_array = pl.when(env).then(pl.col("p_content0")).otherwise(pl.col("content0"))
+    codex_field = (
+        pl.when((item_type == "message") & content_array.is_not_null())
+        .then(pl.lit("content"))
+        .when(item_type == "message")
+        .then(None)
+        .otherwise(item_type.replace_strict(CODEX_TEXT_FIELDS, default=None))
+    )
+    codex = (
+        pl.when(codex_field.is_not_null())
+        .then(pl.concat_str([prefix, codex_field]))
+        .when(env & pl.col("type").is_in(["event_msg", "compacted"]))
+        .then(pl.lit("$.payload.message"))
+    )
+    role = pl.col("m_role")
+    # a shell run's text is command and output joined (null when either is missing)
+    shell = (role == "bashExecution") & pl.all_horizontal(
+        pl.col("m_command", "m_output").is_not_null()
+    )
+    message = (
+        pl.when(role.is_not_null() & pl.col("m_content0").is_not_null())
+        .then(None)
+        .when(role == "bashExecution")
+        .then(pl.when(shell).then(pl.lit("$.message.command")))
+        .when(role.is_not_null())
+        .then(pl.lit("$.message.content"))
+        .when(pl.col("type") == "summary")
+        .then(pl.lit("$.summary"))
+    )
+    fmt = pl.col("format")
+    return fields.select(
+        "fid",
+        "line_no",
+        text_path=pl.when(fmt == "codex")
+        .then(codex)
+        .when(fmt.is_in(["claude", "pi"]))
+        .then(message),
+        text_path2=pl.when(fmt.is_in(["claude", "pi"]) & shell).then(pl.lit("$.message.output")),
+    )
+
+
 def _join_text(parts: pl.Expr) -> pl.Expr:
     return parts.list.eval(pl.element().struct.field("text").drop_nulls()).list.join("\n")
 

@@ -217,6 +217,8 @@ FOUR_SOURCES: dict[str, tuple[Any, Any, Any]] = {
     "batch_mb": (1, 2, 3),
     "progress": (False, True, False),
     "prefect": (False, True, False),
+    "task_runner": ("dask", "thread", "dask"),
+    "dask_address": ("tcp://cfg:8786", "tcp://env:8786", "tcp://cli:8786"),
     "backend": ("openai", "heuristic", "openai"),
     "model": ("cfg-model", "env-model", "cli-model"),
     "base_url": ("http://cfg/v1", "http://env/v1", "http://cli/v1"),

@@ -460,13 +460,14 @@ def test_an_archive_moved_elsewhere_hands_its_sessions_to_the_new_paths(
 def test_files_handled_in_parts_store_the_same_rows_as_in_one_part(
     sample_archive: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A file larger than SEGMENT_BYTES is cleaned, parsed and normalized part by part (so
+    """A file larger than PARSE_PART_BYTES is cleaned, parsed and normalized part by part (so
     memory does not follow the largest file); the rows must not depend on where it is cut."""
     import memkiln.io.loader as loader
 
     whole, parts = tmp_path / "whole.duckdb", tmp_path / "parts.duckdb"
     run_ingest(sample_archive, whole)
-    monkeypatch.setattr(loader, "SEGMENT_BYTES", 3000)  # a few lines per part
+    monkeypatch.setattr(loader, "PARSE_PART_BYTES", 3000)  # a few lines per part
+    monkeypatch.setattr(loader, "SEGMENT_BYTES", 3000)
     run_ingest(sample_archive, parts)
 
     queries = [
@@ -481,3 +482,61 @@ def test_files_handled_in_parts_store_the_same_rows_as_in_one_part(
     ):
         for query in queries:
             assert a.execute(query).fetchall() == b.execute(query).fetchall(), query
+
+
+def test_each_item_stores_its_text_once_and_its_payload_keeps_the_other_fields(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "m.duckdb"
+    run_ingest(sample_archive, db)
+    with duckdb.connect(str(db), read_only=True) as con:
+        rows = con.sql(
+            "select r.format, i.item_type, i.call_id, i.text, i.payload_json "
+            "from items i join rollouts r using (rollout_id)"
+        ).fetchall()
+    long_texts = 0
+    for fmt, item_type, call_id, text, payload in rows:
+        if payload is not None:
+            json.loads(payload)  # still one JSON value
+        if text is None or len(text) < 40 or payload is None:
+            continue
+        long_texts += 1
+        encoded = json.dumps(text, ensure_ascii=False)[1:-1]
+        assert encoded not in payload, (fmt, item_type, payload[:200])
+        # what is not the text stays in the payload (a Pi tool result's payload is its
+        # content block, whose call id is on the message line)
+        if call_id is not None and (item_type == "function_call" or fmt != "pi"):
+            assert call_id in payload
+    assert long_texts > 100
+    # the long texts are in text, so payloads are the smaller part of what is stored
+    assert sum(len(p or "") for *_, p in rows) < sum(len(t or "") for *_, t, _ in rows)
+
+
+def test_a_prepared_batch_crosses_processes_as_arrow_ipc_unchanged(sample_archive: Path) -> None:
+    import pickle
+
+    import polars as pl
+    from polars.testing import assert_frame_equal
+
+    from memkiln.io.archive import discover
+    from memkiln.io.loader import PreparedBatch, frame_to_ipc, prepare_batch_ipc
+
+    stats = list(discover(sample_archive))
+    batch = pl.DataFrame(
+        {
+            "path": [s.path for s in stats],
+            "size": [s.size for s in stats],
+            "mtime_ns": [s.mtime_ns for s in stats],
+            "file_id": list(range(1, len(stats) + 1)),
+            "action": ["new"] * len(stats),
+        }
+    )
+    sent = pickle.dumps(prepare_batch_ipc(frame_to_ipc(batch)))  # what Dask sends back
+    back = PreparedBatch.from_ipc(pickle.loads(sent))
+    payload = pickle.loads(sent)
+    assert all(isinstance(raw, bytes) for raw in payload["frames"].values())  # no pickled rows
+    assert back.norm.items.height > 300 and back.norm.rollouts.height == 8
+    again = PreparedBatch.from_ipc(back.to_ipc())
+    assert_frame_equal(again.norm.items, back.norm.items)
+    assert_frame_equal(again.files, back.files)
+    assert again.norm.hits == back.norm.hits and again.bytes_read == back.bytes_read

@@ -18,7 +18,6 @@ fields as (
             '$.tool_use_id', '$.content', '$.is_error'
         ]) as f,
         json_type(block) as block_kind,
-        block::varchar as b_json,
         block
     from blocks
 )
@@ -40,5 +39,17 @@ select
         else f[9]
     end as b_content,
     f[10] as b_is_error,
-    b_json
+    -- the block without the field its item holds as text (stored once, in items.text); a
+    -- block that is a bare string is all text
+    case
+        when block_kind = 'VARCHAR' then null
+        when f[1] = 'text' and f[2] is not null then json_remove(block, '$.text')
+        when f[1] in ('thinking', 'redacted_thinking') and f[3] is not null
+            then json_remove(block, '$.thinking')
+        when f[1] = 'tool_use' and f[6] is not null then json_remove(block, '$.input')
+        when f[1] = 'toolCall' and f[7] is not null then json_remove(block, '$.arguments')
+        when f[1] = 'tool_result' and json_type(block, '$.content') in ('VARCHAR', 'ARRAY')
+            then json_remove(block, '$.content')
+        else block
+    end::varchar as b_json
 from fields;

@@ -1,0 +1,143 @@
+"""Where a run's stateless work executes: Prefect's thread runner, or Dask (prefect-dask).
+
+The CPU-heavy steps that need no store (an ingest batch read, redacted, parsed and
+normalized into Arrow; one project's memory files rendered) run as Prefect tasks on the
+flow's task runner. The flow process stays the only DuckDB writer: it submits a bounded
+number of tasks ahead and writes each result, in order, as it arrives. Results that cross
+processes are Arrow IPC bytes (``memkiln.io.loader.PreparedBatch.to_ipc``) or short
+strings, never pickled rows.
+
+- ``thread`` (default): ``ThreadPoolTaskRunner``; the work runs in the flow's process.
+- ``dask``: ``DaskTaskRunner``: a local cluster of worker processes started for the run
+  and closed with it (also on SIGTERM, which ends the flow through ``memkiln.io.signals``),
+  or, with ``dask_address``, an existing cluster's scheduler (``tcp://host:8786``).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, suppress
+from typing import Any, Protocol, TypeVar
+
+from memkiln.errors import ConfigError
+
+A = TypeVar("A")
+F = TypeVar("F")
+
+#: Worker processes of the local Dask cluster (``--task-runner dask`` without an address):
+#: one per core, one thread each (Polars and DuckDB use more threads inside a task).
+LOCAL_DASK_WORKERS = max(1, min(os.cpu_count() or 1, 8))
+
+
+class Resolvable(Protocol):
+    def result(self) -> Any: ...
+
+
+def with_task_runner(flow: F, *, kind: str, address: str | None = None) -> F:
+    """``flow`` set to run its tasks on ``kind`` (the flows' own default is the thread
+    runner, so that one changes nothing)."""
+    if kind == "thread" and not address:
+        return flow
+    return flow.with_options(task_runner=task_runner(kind, address))  # type: ignore[attr-defined,no-any-return]
+
+
+def task_runner(kind: str, address: str | None = None, *, workers: int | None = None) -> Any:
+    """The Prefect task runner for ``kind`` (``thread`` or ``dask``)."""
+    if kind == "thread":
+        if address:
+            raise ConfigError("--dask-address needs --task-runner dask")
+        from prefect.task_runners import ThreadPoolTaskRunner
+
+        return ThreadPoolTaskRunner(max_workers=workers or 4)
+    if kind != "dask":
+        raise ConfigError(f"unknown task runner {kind!r}: use thread or dask")
+    try:
+        from prefect_dask import DaskTaskRunner
+    except ImportError as exc:  # pragma: no cover - a dependency of memkiln
+        raise ConfigError("--task-runner dask needs the prefect-dask package") from exc
+    if address:
+        return DaskTaskRunner(address=address)
+    return DaskTaskRunner(
+        cluster_kwargs={
+            "n_workers": workers or LOCAL_DASK_WORKERS,
+            "threads_per_worker": 1,
+            "processes": True,
+            "dashboard_address": None,
+        }
+    )
+
+
+def parallelism(runner: Any) -> int:
+    """How many tasks the flow keeps in flight on ``runner`` while it writes a result: one
+    per Dask worker thread (so every worker is busy while the writer writes), else one (the
+    next batch is prepared while the current one is written)."""
+    if type(runner).__name__ != "DaskTaskRunner":
+        return 1
+    try:
+        client = runner.client  # starts the local cluster, or connects to the scheduler
+    except OSError as exc:
+        where = getattr(runner, "address", None) or "the local cluster"
+        raise ConfigError(f"cannot reach the Dask scheduler at {where}: {exc}") from exc
+    threads = sum(client.nthreads().values())
+    return max(1, int(threads))
+
+
+def current_runner() -> Any | None:
+    """The task runner of the flow run this code is part of, or None outside a flow."""
+    from prefect.context import FlowRunContext
+
+    context = FlowRunContext.get()
+    return context.task_runner if context is not None else None
+
+
+def ordered_results(
+    submit: Callable[[A], Resolvable], args: Iterable[A], *, ahead: int
+) -> Iterator[Any]:
+    """``submit(a).result()`` for every ``a`` of ``args``, in order, keeping ``ahead`` (at
+    least one) submitted while the caller holds the result handed over: memory holds at most
+    ``ahead + 1`` results, whatever the length of ``args``."""
+    ahead = max(1, ahead)
+    pending: deque[Resolvable] = deque()
+    it = iter(args)
+    for a in it:
+        pending.append(submit(a))
+        if len(pending) >= ahead:
+            break
+    while pending:
+        result = pending.popleft().result()
+        for a in it:
+            pending.append(submit(a))
+            break
+        yield result
+        del result
+
+
+@contextmanager
+def stopped_with(runner: Any) -> Iterator[None]:
+    """Within the block, a hard exit of this process (a second signal, or a stop once the
+    Prefect server is gone: ``memkiln.io.signals``) first ends the worker processes of a
+    local Dask cluster this run started; a normal end, or an error, closes the cluster
+    through the task runner itself."""
+    pids = _local_worker_pids(runner)
+    if not pids:
+        yield
+        return
+    from memkiln.io.signals import interruptible
+
+    with interruptible(on_hard_exit=lambda: _terminate(pids)):
+        yield
+
+
+def _local_worker_pids(runner: Any) -> list[int]:
+    if type(runner).__name__ != "DaskTaskRunner" or getattr(runner, "address", None):
+        return []
+    return [int(pid) for pid in runner.client.run(os.getpid).values()]
+
+
+def _terminate(pids: list[int]) -> None:
+    for pid in pids:
+        with suppress(OSError):  # already gone
+            os.kill(pid, signal.SIGTERM)

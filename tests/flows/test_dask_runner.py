@@ -1,0 +1,228 @@
+"""Runs on Dask (``--task-runner dask``) give what the default runner gives, and leave no
+process behind. The ``memkiln`` console script runs the whole job, as a user runs it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from memkiln.io.runner import LOCAL_DASK_WORKERS
+
+MEMKILN = str(Path(sys.executable).with_name("memkiln"))
+
+#: Columns that name a run, a process or the wall-clock time of this run (not the data).
+RUN_COLUMNS = {
+    "run_id",
+    "parent_run_id",
+    "flow_run_id",
+    "last_run_id",
+    "pid",
+    "owner",
+    "lease_until",
+    "first_seen_at",
+    "last_ingest_at",
+    "ingested_at",
+    "detected_at",
+    "decided_at",
+    "created_at",
+    "applied_at",
+    "last_success_at",
+    "retry_at",
+}
+#: Tables whose started_at / ended_at / updated_at are the run's clock, not a session's.
+CLOCKED = {"runs", "stage1_attempts", "stage1_jobs", "consolidation_jobs", "stage1_batches"}
+#: Bytes per ingest batch: the sample archive (~0.5 MB) makes several batches.
+SMALL_BATCH = 64 * 1024
+
+
+def memkiln(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {
+        k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_") or k == "MEMKILN_HOME"
+    }
+    return subprocess.run(
+        [MEMKILN, *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**base, **(env or {})},
+    )
+
+
+def table_rows(db: Path) -> dict[str, list[tuple[object, ...]]]:
+    """Every table's rows, sorted, without the columns that identify the run."""
+    out = {}
+    with duckdb.connect(str(db), read_only=True) as con:
+        tables = [t for (t,) in con.sql("select table_name from duckdb_tables()").fetchall()]
+        for table in sorted(tables):
+            columns = [
+                c
+                for (c,) in con.execute(
+                    "select column_name from duckdb_columns() where table_name = $t "
+                    "order by column_index",
+                    {"t": table},
+                ).fetchall()
+                if c not in RUN_COLUMNS
+                and not (table in CLOCKED and c in ("started_at", "ended_at", "updated_at"))
+                and not (table == "schema_migrations" and c == "applied_at")
+            ]
+            listed = ", ".join(f'"{c}"' for c in columns)
+            out[table] = sorted(
+                con.sql(f"select {listed} from {table}").fetchall(),  # names from the catalog
+                key=repr,
+            )
+    return out
+
+
+def memory_files(out: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(out)): p.read_bytes() for p in sorted(out.rglob("*")) if p.is_file()}
+
+
+def run_job(archive: Path, db: Path, out: Path, *extra: str) -> None:
+    result = memkiln(
+        "run",
+        "--archive",
+        str(archive),
+        "--db",
+        str(db),
+        "--out",
+        str(out),
+        "--backfill",
+        "--sources",
+        "cli,vscode,exec,mcp,unknown",
+        "--no-progress",
+        *extra,
+        env={"MEMKILN_BATCH_BYTES": str(SMALL_BATCH)},  # several batches, several tasks
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+@pytest.mark.timeout(900)  # two whole runs and a cluster; minutes on a loaded machine
+def test_a_run_on_two_dask_workers_gives_the_rows_and_files_of_the_default_runner(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    distributed = pytest.importorskip("distributed")
+    run_job(sample_archive, tmp_path / "thread.duckdb", tmp_path / "thread-out")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as client,
+    ):
+        run_job(
+            sample_archive,
+            tmp_path / "dask.duckdb",
+            tmp_path / "dask-out",
+            "--task-runner",
+            "dask",
+            "--dask-address",
+            cluster.scheduler_address,
+        )
+        # the batches and the projects were tasks on the cluster's two worker processes
+        prefixes = client.run_on_scheduler(
+            lambda dask_scheduler: sorted(dask_scheduler.task_prefixes)
+        )
+        executed = client.run(lambda dask_worker: dask_worker.state.executed_count)
+    assert {"prepare_task", "render_task"} <= set(prefixes), prefixes
+    assert len(executed) == 2 and sum(executed.values()) >= 3, executed
+    thread_rows = table_rows(tmp_path / "thread.duckdb")
+    dask_rows = table_rows(tmp_path / "dask.duckdb")
+    assert thread_rows["items"] and thread_rows["stage1_outputs"]
+    for table, rows in thread_rows.items():
+        assert dask_rows[table] == rows, table
+    files = memory_files(tmp_path / "thread-out")
+    assert any(name.endswith("memory_summary.md") for name in files)
+    assert memory_files(tmp_path / "dask-out") == files
+
+
+def _marked(marker: str) -> list[int]:
+    """Processes of this user whose environment holds ``marker`` (inherited from a run)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if marker.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
+@pytest.mark.timeout(900)
+def test_a_local_dask_cluster_ends_with_the_run_and_on_sigterm(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("distributed")
+    marker = f"SCALE_TEST_MARK={uuid.uuid4().hex}"
+    key, value = marker.split("=")
+    result = memkiln(
+        "ingest",
+        "--archive",
+        str(sample_archive),
+        "--db",
+        str(tmp_path / "a.duckdb"),
+        "--batch-mb",
+        "1",
+        "--no-progress",
+        "--task-runner",
+        "dask",
+        env={key: value},
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert _marked(marker) == []
+
+    # stopped while its cluster runs (many small batches of ten copies of the archive keep
+    # it busy): the workers end with it
+    big = tmp_path / "big"
+    for i in range(10):
+        shutil.copytree(sample_archive, big / f"copy{i}")
+    base = {
+        k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_") or k == "MEMKILN_HOME"
+    }
+    proc = subprocess.Popen(
+        [
+            MEMKILN,
+            "ingest",
+            "--archive",
+            str(big),
+            "--db",
+            str(tmp_path / "b.duckdb"),
+            "--no-progress",
+            "--task-runner",
+            "dask",
+        ],
+        env={**base, key: value, "MEMKILN_BATCH_BYTES": str(SMALL_BATCH // 4)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        deadline = time.monotonic() + 240
+        expected = 2 + LOCAL_DASK_WORKERS  # this run, its Prefect server, its workers
+        while (
+            time.monotonic() < deadline and len(_marked(marker)) < expected and proc.poll() is None
+        ):
+            time.sleep(0.2)
+        running = len(_marked(marker))
+        assert proc.poll() is None, "the run ended before it could be stopped"
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=120)
+        assert running >= expected
+        assert proc.returncode != 0  # stopped, not finished
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    deadline = time.monotonic() + 30
+    while _marked(marker) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert _marked(marker) == []
