@@ -37,9 +37,10 @@ if TYPE_CHECKING:
 try:  # typer >= 0.23 carries its own copy of click
     from typer._click import exceptions as click_errors
 except ImportError:  # pragma: no cover
-    from click import exceptions as click_errors  # type: ignore[no-redef]
+    from click import exceptions as click_errors  # type: ignore[no-redef]  # same module
 
 T = TypeVar("T")
+Flow = TypeVar("Flow", bound=Callable[..., Any])
 
 app = typer.Typer(
     name="memkiln",
@@ -171,7 +172,7 @@ def _settings_and_sources(
     return load_settings(given, flags=flags, config=config)
 
 
-def _on_runner(flow: Any, settings: Settings) -> Any:
+def _on_runner(flow: Flow, settings: Settings) -> Flow:
     """``flow`` on the task runner the settings name (see ``memkiln.io.runner``)."""
     from memkiln.io.runner import with_task_runner
 

@@ -294,7 +294,7 @@ def load_settings(
         for name, value in layer.items():
             values[name] = value
             label = {"config": str(path), "env": env_name(name), "cli": flags.get(name, name)}
-            sources[name] = Source(kind, label[kind])  # type: ignore[arg-type]
+            sources[name] = Source(kind, label[kind])  # type: ignore[arg-type]  # a kind named above
     try:
         settings = Settings.model_validate(values)
     except ValidationError as exc:

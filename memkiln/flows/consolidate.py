@@ -14,11 +14,13 @@
 import asyncio
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import duckdb
 import polars as pl
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
+from prefect.futures import PrefectFuture
 
 from memkiln.flows.ephemeral import stoppable
 from memkiln.flows.records import consolidate_section, notes, phase_of, publish
@@ -306,7 +308,8 @@ def _up_to_date(
     if prev.get("status") != "succeeded":
         return False
     digest = input_hash(selected, backend="heuristic", model=model)
-    return up_to_date(root, key, digest, prev.get("input_hash"))  # type: ignore[arg-type]
+    previous = prev.get("input_hash")
+    return up_to_date(root, key, digest, previous if isinstance(previous, str) else None)
 
 
 @task(
@@ -350,7 +353,7 @@ def rendered_by_tasks(
     runner = current_runner()
     ahead = parallelism(runner) if projects else 1
 
-    def submit(item: tuple[str, pl.DataFrame]):  # type: ignore[no-untyped-def]
+    def submit(item: tuple[str, pl.DataFrame]) -> PrefectFuture[Any]:
         key, frame = item
         return render_task.submit(key, frame_to_ipc(frame))
 

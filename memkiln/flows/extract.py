@@ -55,7 +55,7 @@ from memkiln.io.store import cursor as store_cursor
 from memkiln.io.store import fetch_pl, now, open_store, recorded_run, sql
 from memkiln.io.usage import past_output_mean, record_estimate, record_usage
 from memkiln.settings import Options, Settings
-from memkiln.transforms.chunks import turn_starts
+from memkiln.transforms.chunks import Chunk, turn_starts
 from memkiln.transforms.estimate import (
     DEFAULT_STAGE_ONE_OUTPUT_TOKENS,
     Estimate,
@@ -64,7 +64,11 @@ from memkiln.transforms.estimate import (
 )
 from memkiln.transforms.filtering import filter_memory_items
 from memkiln.transforms.heuristic import RolloutFacts
-from memkiln.transforms.prompts import STAGE_ONE_MERGE_VERSION, STAGE_ONE_PROMPT_VERSION
+from memkiln.transforms.prompts import (
+    STAGE_ONE_MERGE_VERSION,
+    STAGE_ONE_PROMPT_VERSION,
+    StageOneInput,
+)
 from memkiln.transforms.redact import RuleSet, load_rules, redact_text
 from memkiln.transforms.render import stage_one_chunks, stage_one_inputs
 from memkiln.transforms.selection import SelectionPolicy, run_wide_failure_limit, select_candidates
@@ -105,7 +109,7 @@ class ExtractSummary:
     merge_requests: int = 0
     chunks_cut: int = 0
 
-    def counters(self) -> dict[str, float]:
+    def counters(self) -> dict[str, float | None]:
         """The ``runs`` table's counters of this run."""
         failed = sum(n for key, n in self.outcomes.items() if key.startswith("failed"))
         return {
@@ -179,7 +183,7 @@ def build_requests(
         rid = row["rollout_id"]
         session = per_rollout.get((rid,), empty)
         digest = hashlib.sha256(prompt.system.encode() + b"\0" + prompt.user.encode())
-        chunks = ()
+        chunks: tuple[tuple[Chunk, StageOneInput], ...] = ()
         if chunked and prompt.truncation.truncated:
             chunks = tuple(
                 stage_one_chunks(
@@ -276,9 +280,9 @@ async def _extract(
 ) -> None:
     # 1. jobs left running by a dead run go back to pending
     summary.orphans_taken_over = release_orphans(con, run_id=summary.run_id)
-    batches = isinstance(backend, OpenAIBatchBackend)
-    if batches and not settings.dry_run:  # answers of earlier batches first
-        await asyncio.to_thread(_apply_batches, con, backend, settings, rules, summary)
+    batch_backend = backend if isinstance(backend, OpenAIBatchBackend) else None
+    if batch_backend is not None and not settings.dry_run:  # answers of earlier batches first
+        await asyncio.to_thread(_apply_batches, con, batch_backend, settings, rules, summary)
     # 2. select (the jobs of open batches are held by them)
     rollouts, jobs = load_selection_inputs(con)
     decided = select_candidates(
@@ -308,9 +312,18 @@ async def _extract(
         summary.estimate = estimate
         await backend.aclose()
         return
-    if batches:
+    if batch_backend is not None:
         await asyncio.to_thread(
-            _submit_batch, con, backend, todo, settings, rules, summary, plan, reusable, out_each
+            _submit_batch,
+            con,
+            batch_backend,
+            todo,
+            settings,
+            rules,
+            summary,
+            plan,
+            reusable,
+            out_each,
         )
         await backend.aclose()
         _record_usage(con, summary, backend)
@@ -415,7 +428,8 @@ async def _extract(
     with reporter.task("extract", total=todo.height) as advance:
         prepare_next()
         for chunk in chunks:
-            requests, attempts = await upcoming  # type: ignore[misc]
+            assert upcoming is not None  # prepare_next() set it
+            requests, attempts = await upcoming
             upcoming = None
             watermarks = dict(chunk.iter_rows())
             for request in requests:

@@ -14,14 +14,17 @@ few seconds) and at the end (``memkiln.io.snapshot``).
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
 from collections import Counter
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from contextlib import closing
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import duckdb
 import polars as pl
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
+from prefect.futures import PrefectFuture
 
 from memkiln.constants import INGEST_BATCH_FILES, INGEST_DUCKDB_MEMORY
 from memkiln.errors import ConfigError
@@ -46,7 +49,7 @@ from memkiln.transforms.plan import FOUND_SCHEMA, batches, plan_files
 from memkiln.transforms.redact import RuleSet, load_rules, redact_text
 
 #: Turns the batches of a run into prepared batches, in order (a worker thread by default).
-Preparer = Callable[..., Iterator[tuple[pl.DataFrame, PreparedBatch]]]
+Preparer = Callable[..., Generator[tuple[pl.DataFrame, PreparedBatch], None, None]]
 
 
 @dataclass
@@ -89,7 +92,7 @@ def check_archive(archive: Path) -> Path:
     return archive
 
 
-def plan_archive(con, archive: Path) -> pl.DataFrame:  # type: ignore[no-untyped-def]
+def plan_archive(con: duckdb.DuckDBPyConnection, archive: Path) -> pl.DataFrame:
     """Discover files under ``archive`` and mark each new, changed or unchanged."""
     found = pl.DataFrame(
         [(s.path, s.size, s.mtime_ns) for s in discover(archive)],
@@ -136,13 +139,13 @@ def ingest_archive(
 
 
 def _ingest(
-    con,
+    con: duckdb.DuckDBPyConnection,
     archive: Path,
     settings: Settings,
     summary: IngestSummary,
     reporter: Reporter,
     prepare: Preparer,
-) -> None:  # type: ignore[no-untyped-def]
+) -> None:
     # 2. discover and plan
     plan = plan_archive(con, archive)
     actions = Counter(plan["action"].to_list())
@@ -191,7 +194,7 @@ def prepare_task(batch_ipc: bytes, index: int) -> dict[str, object]:
 
 def prepared_by_tasks(
     todo: Sequence[pl.DataFrame], *, rules: RuleSet
-) -> Iterator[tuple[pl.DataFrame, PreparedBatch]]:
+) -> Generator[tuple[pl.DataFrame, PreparedBatch], None, None]:
     """Like ``prepared_batches``, with every batch a ``prepare-batch`` task on the flow's
     task runner: as many in flight as the runner has workers, taken in order. Nothing to
     read starts nothing (no local cluster for a night without new files)."""
@@ -200,7 +203,7 @@ def prepared_by_tasks(
     runner = current_runner()
     ahead = parallelism(runner)
 
-    def submit(i: int):  # type: ignore[no-untyped-def]
+    def submit(i: int) -> PrefectFuture[Any]:
         return prepare_task.submit(frame_to_ipc(todo[i]), i)
 
     with stopped_with(runner):

@@ -459,7 +459,7 @@ class OpenAIBackend:
             return replace(
                 sent, reason="invalid_json", detail=f"response body {where}: {problem['type']}"
             )
-        usage = {
+        usage: dict[str, Any] = {
             "input_hash": request.input_hash,
             "input_tokens": tokens_in,
             "output_tokens": tokens_out,
@@ -677,10 +677,10 @@ class OpenAIBackend:
             return ConsolidationResult(None, "refused", detail, *tokens)
         if choice is not None and choice.finish_reason == "length":
             return ConsolidationResult(None, "truncated", "the answer reached its limit", *tokens)
-        value, reason, detail = parse_model(text, ConsolidationOutput)
+        value, reason, why = parse_model(text, ConsolidationOutput)
         if value is not None:
             value = safe_strings(value, rules=self.rules)
-        return ConsolidationResult(value, reason, detail, *tokens)  # type: ignore[arg-type]
+        return ConsolidationResult(value, reason, why, *tokens)
 
     async def aclose(self) -> None:
         self._threads.shutdown()

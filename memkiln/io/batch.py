@@ -162,6 +162,7 @@ def create(con: duckdb.DuckDBPyConnection, backend: OpenAIBatchBackend, file_id:
     endpoint = "/v1/responses" if backend.api == "responses" else "/v1/chat/completions"
     found = [b for b in backend.client.batches.list(limit=100) if b.input_file_id == file_id]
     batch = found[0] if found else backend.client.batches.create(
+        # endpoint: one of the two literals the client's stub lists, chosen above
         input_file_id=file_id, endpoint=endpoint, completion_window="24h",  # type: ignore[arg-type]
         metadata={"memkiln": "stage1"},
     )  # fmt: skip

@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import os
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -63,7 +63,9 @@ PARSE_PART_BYTES = 2 * SEGMENT_BYTES
 #: File outcomes that count as failed in a run's summary.
 FAILED_STATUSES = ("unreadable", "corrupt", "binary", "unrecognized")
 
-_RESULT_ERROR_TYPES = {"fid": pl.Int64, "line_no": pl.Int32, "is_error": pl.Boolean}
+_RESULT_ERROR_TYPES = pl.Schema(
+    {"fid": pl.Int64(), "line_no": pl.Int32(), "is_error": pl.Boolean()}
+)
 
 QUARANTINE_SCHEMA = {
     "file_id": pl.Int64,
@@ -247,7 +249,7 @@ def prepare_batch(
 
 def prepared_batches(
     todo: Sequence[pl.DataFrame], *, rules: RuleSet
-) -> Iterator[tuple[pl.DataFrame, PreparedBatch]]:
+) -> Generator[tuple[pl.DataFrame, PreparedBatch], None, None]:
     """``(batch, prepared)`` for every batch in order, the next one prepared in a worker thread
     while the caller writes the current one (both libraries release the GIL).
 
@@ -498,15 +500,15 @@ def normalize_lines(
 
     # 5. normalize into items (part by part) and rollouts
     pieces: list[pl.DataFrame] = []
-    for i, good in enumerate(goods):
-        assert good is not None
+    for i, part in enumerate(goods):
+        assert part is not None
         goods[i] = None  # let each part go once its items are built
-        fields = whole if whole is not None else line_fields(con, good)
+        fields = whole if whole is not None else line_fields(con, part)
         whole = None
-        pieces.append(_items_of(con, fields, good, formats, rules=rules))
+        pieces.append(_items_of(con, fields, part, formats, rules=rules))
         if len(parts) == 1:
             narrow.append(rollout_fields(fields.lazy()).collect())
-        del fields, good
+        del fields, part
     items = fill_timestamps(pl.concat(pieces).lazy()).collect() if pieces else _no_items()
     del pieces
     quarantine = pl.concat(bads, how="vertical_relaxed")
@@ -539,7 +541,7 @@ def _result_errors(fields: pl.DataFrame) -> pl.DataFrame:
     return (
         fields.filter(pl.col("m_is_error").is_not_null())
         .select("fid", "line_no", is_error=pl.col("m_is_error") == "true")
-        .cast(_RESULT_ERROR_TYPES)  # type: ignore[arg-type]
+        .cast(_RESULT_ERROR_TYPES)
     )
 
 

@@ -41,6 +41,7 @@ def with_task_runner(flow: F, *, kind: str, address: str | None = None) -> F:
     runner, so that one changes nothing)."""
     if kind == "thread" and not address:
         return flow
+    # F is a Prefect flow; with_options returns the same flow with another runner
     return flow.with_options(task_runner=task_runner(kind, address))  # type: ignore[attr-defined,no-any-return]
 
 
@@ -55,7 +56,7 @@ def task_runner(kind: str, address: str | None = None, *, workers: int | None = 
     if kind != "dask":
         raise ConfigError(f"unknown task runner {kind!r}: use thread or dask")
     try:
-        from prefect_dask import DaskTaskRunner
+        from prefect_dask.task_runners import DaskTaskRunner
     except ImportError as exc:  # pragma: no cover - a dependency of memkiln
         raise ConfigError("--task-runner dask needs the prefect-dask package") from exc
     if address:

@@ -380,4 +380,5 @@ def table_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
 
 def fetch_pl(con: duckdb.DuckDBPyConnection, query: str, params: Any = None) -> pl.DataFrame:
     """Run a query and return a Polars frame (through Arrow, no Python rows)."""
+    # from_arrow of a table (not an array) is a DataFrame
     return pl.from_arrow(con.sql(query, params=params).to_arrow_table())  # type: ignore[return-value]

@@ -7,6 +7,7 @@ project and the writer in ``memkiln.io.memory_files`` decides what changes on di
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime
 
 import polars as pl
 
@@ -162,10 +163,11 @@ def _source_refs(stems: list[str]) -> str:
 
 def render_summary_file(row: dict[str, object]) -> str:
     updated = row["updated_at"]
+    cwd = row["cwd"] if isinstance(row["cwd"], str) else None
     return (
         f"rollout_id: {one_line(str(row['rollout_id']), VALUE_SHOWN_CHARS)}\n"
-        f"updated_at: {updated.isoformat() if updated else 'unknown'}\n"  # type: ignore[attr-defined]
-        f"cwd: {one_line(row['cwd'], VALUE_SHOWN_CHARS) or 'unknown'}\n\n"  # type: ignore[arg-type]
+        f"updated_at: {updated.isoformat() if isinstance(updated, datetime) else 'unknown'}\n"
+        f"cwd: {one_line(cwd, VALUE_SHOWN_CHARS) or 'unknown'}\n\n"
         f"{clean_text(str(row['rollout_summary'])).strip()}\n"
     )
 
@@ -199,7 +201,10 @@ def render_memory_md(
 ) -> str:
     first = selected["updated_at"].min()
     last = selected["updated_at"].max()
-    span = f"{first:%Y-%m-%d} to {last:%Y-%m-%d}" if first and last else "unknown dates"  # type: ignore[str-format]
+    if isinstance(first, datetime) and isinstance(last, datetime):
+        span = f"{first:%Y-%m-%d} to {last:%Y-%m-%d}"
+    else:
+        span = "unknown dates"
     out = [
         f"# Memory: {one_line(project_key, KEY_SHOWN_CHARS)}",
         "",

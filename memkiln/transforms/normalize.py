@@ -68,21 +68,23 @@ BLOCK_ITEM_TYPES = {
     "image": "image",
 }
 
-ITEM_COLUMNS = {
-    "fid": pl.Int64,
-    "line_no": pl.Int32,
-    "part_idx": pl.Int32,
-    "ts": pl.Datetime("us", "UTC"),
-    "record_type": pl.String,
-    "item_type": pl.String,
-    "role": pl.String,
-    "name": pl.String,
-    "call_id": pl.String,
-    "text": pl.String,
-    "parts": pl.List(pl.Struct({"type": pl.String, "text": pl.String})),
-    "payload_json": pl.String,
-    "omitted_bytes": pl.Int32,
-}
+ITEM_COLUMNS = pl.Schema(
+    {
+        "fid": pl.Int64(),
+        "line_no": pl.Int32(),
+        "part_idx": pl.Int32(),
+        "ts": pl.Datetime("us", "UTC"),
+        "record_type": pl.String(),
+        "item_type": pl.String(),
+        "role": pl.String(),
+        "name": pl.String(),
+        "call_id": pl.String(),
+        "text": pl.String(),
+        "parts": pl.List(pl.Struct({"type": pl.String(), "text": pl.String()})),
+        "payload_json": pl.String(),
+        "omitted_bytes": pl.Int32(),
+    }
+)
 
 
 def parse_timestamp(expr: pl.Expr) -> pl.Expr:
@@ -465,7 +467,7 @@ def build_items(
             record_type=pl.col("record_type").fill_null(pl.lit("unknown")),
         )
         .select(ITEM_COLUMNS.keys())
-        .cast(ITEM_COLUMNS)  # type: ignore[arg-type]
+        .cast(ITEM_COLUMNS)
     )
 
 

@@ -29,7 +29,7 @@ def map_strings(value: M, fn: Callable[[str], str]) -> M:
             return {k: walk(v) for k, v in node.items()}
         return node
 
-    return walk(value)  # type: ignore[no-any-return]
+    return walk(value)  # type: ignore[no-any-return]  # walk keeps the input's type
 
 
 class StageOneOutput(BaseModel):
@@ -160,9 +160,7 @@ def strict_schema(model: type[BaseModel]) -> dict[str, Any]:
     return schema
 
 
-def parse_model(
-    text: str | None, model: type[BaseModel]
-) -> tuple[BaseModel | None, str | None, str | None]:
+def parse_model(text: str | None, model: type[M]) -> tuple[M | None, str | None, str | None]:
     """Parse ``text`` into ``model``: ``(value, reason, detail)`` with the same fixed reasons
     as stage one (``invalid_json``, ``schema_mismatch``)."""
     if text is None or not text.strip():

@@ -397,8 +397,8 @@ def _secrets_of(spans: pl.Series, pattern: str) -> dict[str, str]:
         out: dict[str, str] = {}
         for span in spans.to_list():
             found = compiled.search(span)
-            groups = [g for g in found.groups() if g] if found else []
-            out[span] = groups[0] if groups else span
+            captured = [g for g in found.groups() if g] if found else []
+            out[span] = captured[0] if captured else span
         return out
     groups = spans.str.extract_groups(pattern).struct.unnest()
     if not groups.width:  # no capture group: the secret is the match

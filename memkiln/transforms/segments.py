@@ -11,6 +11,8 @@ segment. Everything is a Polars expression over the kept items; nothing here rea
 
 from __future__ import annotations
 
+from typing import Any
+
 import polars as pl
 
 #: Defaults: a long session is cut every ``MAX_TURNS`` turns; a pause this long is a new task.
@@ -59,7 +61,7 @@ def assign_segments(
     within the session) and ``boundary`` (why a segment starts, on its first turn only)."""
     if max_turns < 1:
         raise ValueError("max_turns must be at least 1")
-    by_session = {"partition_by": "rollout_id"}
+    by_session: dict[str, Any] = {"partition_by": "rollout_id"}
     is_user = (pl.col("item_type") == "message") & (pl.col("role") == "user")
     request = pl.when(is_user).then(request_text_expr()).otherwise(None)
     framed = items.sort("rollout_id", "seq").with_columns(request=request)
