@@ -171,9 +171,7 @@ async def _consolidate(
     selected = with_stems(
         select_memories(inputs.lazy(), usage, limit=settings.max_memories_per_project).collect()
     )
-    jobs = fetch_pl(
-        con, "select project_key, folder, status, input_hash, selected_ids from consolidation_jobs"
-    )
+    jobs = fetch_pl(con, sql("consolidation_state"))
     previous = {row["project_key"]: row for row in jobs.iter_rows(named=True)}
     keys = sorted(set(selected["project_key"].to_list()))
     if only is not None:

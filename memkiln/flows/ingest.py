@@ -43,7 +43,7 @@ from memkiln.io.lock import hold_store
 from memkiln.io.progress import Reporter
 from memkiln.io.runner import current_runner, ordered_results, parallelism, stopped_with
 from memkiln.io.snapshot import Publisher
-from memkiln.io.store import fetch_pl, open_store, recorded_run
+from memkiln.io.store import execute, fetch_pl, open_store, recorded_run, sql
 from memkiln.settings import Options, Settings
 from memkiln.transforms.plan import FOUND_SCHEMA, batches, plan_files
 from memkiln.transforms.redact import RuleSet, load_rules, redact_text
@@ -102,7 +102,7 @@ def plan_archive(con: duckdb.DuckDBPyConnection, archive: Path) -> pl.DataFrame:
     # files are recognised by the key of their real path (the stored path is redacted): the
     # plan is made over keys, then the real paths are put back
     keys = found.select(key=pl.Series([path_key(p) for p in found["path"]], dtype=pl.String))
-    known = fetch_pl(con, "select file_id, path_key as path, size, mtime_ns, status from files")
+    known = fetch_pl(con, sql("known_files"))
     plan = plan_files(found.with_columns(path=keys["key"]), known)
     real = found.select(key=keys["key"], real="path")
     return (
@@ -127,7 +127,7 @@ def ingest_archive(
     summary = IngestSummary()
     try:
         # a large batch's rows wait in the transaction: past this, DuckDB writes them out
-        con.execute(f"set memory_limit = '{INGEST_DUCKDB_MEMORY}'")
+        execute(con, "set_memory_limit", limit=INGEST_DUCKDB_MEMORY)
         shown = redact_text(str(archive.resolve()), rules=load_rules())
         with recorded_run(
             con, command="ingest", archive=shown, counts=summary.counters

@@ -21,7 +21,7 @@ import polars as pl
 
 from memkiln.constants import QUARANTINE_EXCERPT_CHARS, SEGMENT_BYTES
 from memkiln.io.archive import FileBytes, FileStat, content_hash, path_key, read_file
-from memkiln.io.store import fetch_pl, now, sql, transaction
+from memkiln.io.store import execute, fetch_pl, now, sql, transaction
 from memkiln.transforms.lines import (
     SURROGATE_ESCAPE,
     UTF8_BOM,
@@ -293,8 +293,7 @@ def write_batch(
     fids = files["file_id"].to_list()
     held = fetch_pl(
         con,
-        "select rollout_id, file_id as holder, path as holder_path from rollouts "
-        "where file_id <> all($fids::bigint[]) and rollout_id = any($ids)",
+        sql("sessions_held_elsewhere"),
         {"fids": fids, "ids": rollouts["rollout_id"].to_list()},
     )
     # a stored path holding a redacted secret cannot be checked: its file is taken as present
@@ -396,7 +395,7 @@ def write_batch(
     if unreadable:
         stored = fetch_pl(
             con,
-            "select file_id from files where file_id = any($fids::bigint[])",
+            sql("files_stored"),
             {"fids": unreadable},
         )["file_id"]
         files = files.filter(~pl.col("file_id").is_in(stored.implode()))
@@ -577,7 +576,7 @@ def _clean_and_classify(
     try:
         validity = fetch_pl(
             con,
-            "select fid, line_no, coalesce(json_valid(line), false) as valid from batch_all",
+            sql("lines_valid"),
         )
     finally:
         con.unregister("batch_all")
@@ -702,7 +701,7 @@ def _mend_surrogates(
     try:
         ok = fetch_pl(
             con,
-            "select fid, line_no, line from batch_mended where coalesce(json_valid(line), false)",
+            sql("lines_mended_valid"),
         )
     finally:
         con.unregister("batch_mended")
@@ -759,29 +758,11 @@ def _write(
     }
     with transaction(con, **frames):
         if released:  # files that are gone, whose sessions this batch takes over
-            con.execute(
-                "delete from items where file_id = any($fids::bigint[])", {"fids": released}
-            )
-            con.execute(
-                "delete from tool_calls where file_id = any($fids::bigint[])", {"fids": released}
-            )
-            con.execute(
-                "delete from rollouts where file_id = any($fids::bigint[])", {"fids": released}
-            )
+            for table in ("items", "tool_calls", "rollouts"):
+                execute(con, f"delete_file_{table}", fids=released)
             con.execute(sql("release_files"), {"fids": released, "run_id": run_id, "at": at})
-        con.execute(
-            "delete from items where file_id = any($fids::bigint[])", {"fids": params["fids"]}
-        )
-        con.execute(
-            "delete from rollouts where file_id = any($fids::bigint[])", {"fids": params["fids"]}
-        )
-        con.execute(
-            "delete from tool_calls where file_id = any($fids::bigint[])",
-            {"fids": params["fids"]},
-        )
-        con.execute(
-            "delete from quarantine where file_id = any($fids::bigint[])", {"fids": params["fids"]}
-        )
+        for table in ("items", "rollouts", "tool_calls", "quarantine"):
+            execute(con, f"delete_file_{table}", fids=params["fids"])
         con.execute(sql("upsert_files"), {"run_id": run_id, "at": at})
         con.execute(sql("insert_rollouts"), {"run_id": run_id, "at": at})
         # items in slices of about SEGMENT_BYTES: one Arrow copy of a slice at a time
@@ -794,9 +775,4 @@ def _write(
         con.execute(sql("insert_tool_calls"))
         con.execute(sql("insert_quarantine"), {"run_id": run_id, "at": at})
         for rule_id, n in hits.items():
-            con.execute(
-                "insert into redaction_hits (run_id, stage, rule_id, hits) "
-                "values ($run_id, 'ingest', $rule_id, $hits) "
-                "on conflict do update set hits = redaction_hits.hits + excluded.hits",
-                {"run_id": run_id, "rule_id": rule_id, "hits": n},
-            )
+            execute(con, "add_redaction_hits", run_id=run_id, rule_id=rule_id, hits=n)

@@ -66,13 +66,13 @@ def store_file(con: duckdb.DuckDBPyConnection) -> Path | None:
 def publish(con: duckdb.DuckDBPyConnection) -> float:
     """Publish the store's committed state for readers; returns the seconds it took (0 for an
     in-memory store). The caller makes sure nothing else commits on this store meanwhile."""
-    from memkiln.io.store import STORE_CATALOG
+    from memkiln.io.store import execute
 
     db = store_file(con)
     if db is None:
         return 0.0
     started = time.monotonic()
-    con.execute(f"checkpoint {STORE_CATALOG}")
+    execute(con, "checkpoint_store")
     target = snapshot_path(db)
     temp = target.with_name(f"{target.name}.tmp-{os.getpid()}")
     try:

@@ -1,0 +1,2 @@
+-- Write the store's committed state to its file (the catalog io/store.STORE_CATALOG).
+checkpoint store

@@ -1,0 +1,2 @@
+-- The items of these files (a batch replaces them).
+delete from items where file_id = any($fids::bigint[])
