@@ -34,6 +34,8 @@ LAYERS: dict[str, tuple[Any, Any, Any]] = {
     "max_retries": (1, 2, 3),
     "progress": (False, True, False),
     "prefect": (False, True, False),
+    "task_runner": ("dask", "thread", "dask"),
+    "dask_address": ("tcp://cfg:8786", "tcp://env:8786", "tcp://cli:8786"),
 }
 
 
