@@ -71,6 +71,7 @@ from memkiln.transforms.prompts import (
 )
 from memkiln.transforms.redact import RuleSet, load_rules, redact_text
 from memkiln.transforms.render import stage_one_chunks, stage_one_inputs
+from memkiln.transforms.segments import segment_items
 from memkiln.transforms.selection import SelectionPolicy, run_wide_failure_limit, select_candidates
 from memkiln.transforms.states import NOT_ELIGIBLE, RETRY_NOW_REASONS
 
@@ -191,6 +192,7 @@ def build_requests(
                     rollout_path=row["path"],
                     rollout_cwd=row["cwd"],
                     starts=turn_starts(session),
+                    segments=segment_items(session)["first_seq"].to_list(),
                     budget=prompt.truncation.budget,
                     context_window=settings.context_window,
                     max_output_tokens=settings.max_output_tokens,

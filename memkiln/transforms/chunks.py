@@ -14,6 +14,7 @@ across it, never add them), so a chunk planned within the budget is never cut.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
@@ -45,16 +46,46 @@ def turn_starts(items: pl.DataFrame) -> list[int]:
     return sorted(user["seq"].to_list())
 
 
+def segment_aligned(
+    seqs: Sequence[int],
+    tokens: Sequence[int],
+    *,
+    segments: Collection[int],
+    turns: Collection[int],
+    budget: int,
+) -> set[int]:
+    """Where chunks may start so that they follow the session's segments: the first item of
+    each segment, and, inside a segment over the budget alone, each of its turns."""
+    first = {seqs[0]} if seqs else set()
+    heads = set(segments)
+    bounds = [i for i, seq in enumerate(seqs) if i == 0 or seq in heads] + [len(seqs)]
+    allowed = set(first)
+    for start, stop in itertools.pairwise(bounds):
+        allowed.add(seqs[start])
+        if sum(t + 1 for t in tokens[start:stop]) - 1 > budget:
+            allowed.update(seq for seq in seqs[start + 1 : stop] if seq in turns)
+    return allowed
+
+
 def plan_chunks(
-    seqs: Sequence[int], tokens: Sequence[int], *, starts: Collection[int], budget: int
+    seqs: Sequence[int],
+    tokens: Sequence[int],
+    *,
+    starts: Collection[int],
+    budget: int,
+    segments: Collection[int] | None = None,
 ) -> list[Chunk]:
     """Consecutive chunks covering every item (``seqs`` in order, ``tokens`` each), as few
     as the budget allows: whole turns (from one of ``starts`` to the next) are packed into a
     chunk while its tokens stay within ``budget``; a turn over the budget alone is split
-    between items; an item over the budget alone is a chunk of its own."""
+    between items; an item over the budget alone is a chunk of its own. With ``segments``
+    (their first ``seq`` each), whole segments are packed instead, and only a segment over
+    the budget alone is split at its turns (``segment_aligned``)."""
     if len(seqs) != len(tokens):
         raise ValueError("one token count per item")
     allowed = set(starts)
+    if segments is not None:
+        allowed = segment_aligned(seqs, tokens, segments=segments, turns=allowed, budget=budget)
     turns: list[tuple[int, int]] = []
     for i, seq in enumerate(seqs):
         if i == 0 or seq in allowed:

@@ -131,18 +131,24 @@ def stage_one_chunks(
     context_window: int | None,
     max_output_tokens: int,
     rules: RuleSet,
+    segments: list[int] | None = None,
 ) -> list[tuple[Chunk, StageOneInput]]:
     """The stage-one messages of a session too long for one (``items``: its kept items;
     ``budget``: the contents budget its single message had), one per chunk of whole turns
-    (``plan_chunks``; a chunk begins only at one of ``starts``, ``seq`` values), each rendered
-    by the stage-one builder, so each is counted and budgeted as a single message is."""
+    (``plan_chunks``; a chunk begins only at one of ``starts``, ``seq`` values; with
+    ``segments``, whole segments first), each rendered by the stage-one builder, so each is
+    counted and budgeted as a single message is."""
     rendered = (
         render_items(items.lazy().sort("seq"), rules=rules).select("seq", "item_json").collect()
     )
     texts = rendered["item_json"].to_list()
     tokens = [count_tokens(escape_block(text)) for text in texts]
     chunks = plan_chunks(
-        rendered["seq"].to_list(), tokens, starts=starts, budget=budget - PART_NOTE_TOKENS
+        rendered["seq"].to_list(),
+        tokens,
+        starts=starts,
+        budget=budget - PART_NOTE_TOKENS,
+        segments=segments,
     )
     return [
         (

@@ -11,6 +11,7 @@ from memkiln.transforms.chunks import (
     part_note,
     partial_block,
     plan_chunks,
+    segment_aligned,
     turn_starts,
 )
 from memkiln.transforms.outputs import StageOneOutput
@@ -186,3 +187,31 @@ def test_a_known_token_count_within_the_budget_skips_encoding_and_one_over_it_st
         context_window=small + 5_000, contents_tokens=exact,
     )  # fmt: skip
     assert cut.truncation.truncated and "tokens truncated" in cut.user
+
+
+def test_with_segments_a_chunk_ends_at_a_segment_boundary_rather_than_inside_one() -> None:
+    seqs, tokens = list(range(6)), [9] * 6  # 10 tokens each with its join
+    every_item = list(range(6))  # each item is a turn
+    # segments [0, 1] and [2..5] (39 tokens): fit the budget whole
+    aligned = plan_chunks(seqs, tokens, starts=every_item, budget=45, segments=[0, 2])
+    assert [(c.start, c.stop) for c in aligned] == [(0, 2), (2, 6)]
+    # by turns alone the first chunk would take half of the second segment
+    by_turns = plan_chunks(seqs, tokens, starts=every_item, budget=45)
+    assert [(c.start, c.stop) for c in by_turns] == [(0, 4), (4, 6)]
+
+
+def test_a_segment_over_the_budget_alone_is_split_at_its_turns() -> None:
+    seqs, tokens = list(range(10)), [9] * 10
+    turns = [0, 2, 3, 4, 5, 6, 7, 8]
+    # segments [0, 1], [2..7] (59 tokens: over 45) and [8, 9]
+    plan = plan_chunks(seqs, tokens, starts=turns, budget=45, segments=[0, 2, 8])
+    assert [(c.start, c.stop) for c in plan] == [(0, 4), (4, 8), (8, 10)]
+    assert all(c.tokens <= 45 and not c.mid_turn for c in plan)
+
+
+def test_segment_aligned_starts_keep_turns_only_inside_segments_over_the_budget() -> None:
+    turns = [0, 1, 2, 3, 4, 5]
+    fits = segment_aligned(list(range(6)), [4] * 6, segments=[0, 3], turns=turns, budget=14)
+    assert fits == {0, 3}
+    over = segment_aligned(list(range(6)), [4] * 6, segments=[0, 3], turns=turns, budget=13)
+    assert over == {0, 1, 2, 3, 4, 5}
