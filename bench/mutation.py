@@ -26,6 +26,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -250,9 +251,17 @@ def main() -> int:
                 (args.work / name / "baseline.json").write_text(json.dumps(before, indent=0))
             wd = prepare(name, args.work, fresh=args.fresh)
             cmd = [MUTMUT, "run", "--max-children", str(args.workers), *keys]
-            print(f"== {name}: {' '.join(map(str, cmd[:4]))} ({len(keys) or 'all'} mutants)")
+            print(
+                f"== {name}: {' '.join(map(str, cmd[:4]))} ({len(keys) or 'all'} mutants)",
+                flush=True,
+            )
+            started = time.monotonic()
             with open(wd / "mutmut.log", "w") as log:
                 subprocess.run(cmd, cwd=wd, env=env, stdout=log, stderr=subprocess.STDOUT)
+            elapsed = time.monotonic() - started
+            load = os.getloadavg()[1]
+            (wd / "elapsed.txt").write_text(f"{elapsed:.0f} s, load average {load:.1f}\n")
+            print(f"   {name}: {elapsed:.0f} s, 5-minute load average {load:.1f}", flush=True)
     report(names, args.work)
     return 0
 

@@ -6,6 +6,7 @@ redacted, the window, the output reserve and the left-out size all reaching the 
 from __future__ import annotations
 
 import json
+from functools import cache
 from typing import Any
 
 import polars as pl
@@ -32,8 +33,15 @@ SCHEMA = {
     "parts": pl.List(pl.Struct({"type": pl.String, "text": pl.String})),
 }
 TOKEN = "ghp_" + "Zz9Y" * 9
-RULES: RuleSet = load_rules()
-encoding()  # loaded once when the file is imported, not in each test (or mutant run)
+# Loaded when the file is imported, not in each test (or mutant run). The rules are not:
+# compiling them starts Polars' thread pool, which a process forked after it cannot use
+# (mutmut forks each mutant's run from a process that imported this file).
+encoding()
+
+
+@cache
+def rules() -> RuleSet:
+    return load_rules()
 
 
 def output(rid: str, seq: int, text: str | None) -> dict[str, object]:
@@ -52,7 +60,7 @@ def sized(rid: str, n: int, size: int = 100) -> list[dict[str, object]]:
 
 def kept(rows: list[dict[str, object]], keep_chars: int | None) -> dict[str, tuple[list[int], int]]:
     """rollout -> (the seqs rendered, in order; the size reported as left out)."""
-    out = contents_by_rollout(frame(rows), rules=RULES, keep_chars=keep_chars).collect()
+    out = contents_by_rollout(frame(rows), rules=rules(), keep_chars=keep_chars).collect()
     assert out.schema["omitted_chars"] == pl.Int64
     got = {}
     for rid, contents, omitted in out.select("rollout_id", "contents", "omitted_chars").rows():
@@ -80,13 +88,13 @@ def test_a_longer_session_keeps_the_items_starting_within_the_kept_size_of_each_
 
 def test_an_item_without_text_counts_its_json_only() -> None:
     rows = [output("r", 0, None), *sized("r", 5)[1:]]  # 64 + 4 x 100 = 464 > 4 x 100
-    got = contents_by_rollout(frame(rows), rules=RULES, keep_chars=100).collect()
+    got = contents_by_rollout(frame(rows), rules=rules(), keep_chars=100).collect()
     lines = got["contents"][0].split("\n")
     assert json.loads(lines[0]) == {"type": "function_call_output", "call_id": "c0", "output": None}
     # before the second item: 64 < 100, so it is kept; after the fourth: 100, not kept
     assert len(lines) == 3 and got["omitted_chars"][0] == 200
     rows = [output("r", 0, None), *sized("r", 4)[1:]]  # 364 <= 400: whole
-    got = contents_by_rollout(frame(rows), rules=RULES, keep_chars=100).collect()
+    got = contents_by_rollout(frame(rows), rules=rules(), keep_chars=100).collect()
     assert got["contents"][0].count("\n") == 3 and got["omitted_chars"][0] == 0
 
 
@@ -134,7 +142,7 @@ def built(
     table: pl.DataFrame, rows: list[dict[str, object]], **kw: Any
 ) -> dict[str, tuple[dict[str, Any], Any]]:
     args: dict[str, Any] = {"context_window": None, "max_output_tokens": 4_000} | kw
-    got = stage_one_inputs(table, frame(rows), rules=RULES, **args)
+    got = stage_one_inputs(table, frame(rows), rules=rules(), **args)
     return {row["rollout_id"]: (row, message) for row, message in got}
 
 
@@ -157,7 +165,7 @@ def test_each_session_row_is_passed_through_with_its_path_and_cwd_redacted() -> 
     expected = build_stage_one_input(
         rollout_path=row["path"],
         rollout_cwd=row["cwd"],
-        rollout_contents=contents_by_rollout(frame(sized("a", 2)), rules=RULES).collect()[
+        rollout_contents=contents_by_rollout(frame(sized("a", 2)), rules=rules()).collect()[
             "contents"
         ][0],
         context_window=None,
@@ -194,7 +202,7 @@ def test_a_long_session_is_cut_to_the_windows_keep_size_and_the_marker_counts_th
     n = 4 * keep // 100 + 50
     table = sessions(("a", "/r/a.jsonl", "/r"))
     _, message = built(table, sized("a", n), context_window=window)["a"]
-    contents = contents_by_rollout(frame(sized("a", n)), rules=RULES, keep_chars=keep).collect()
+    contents = contents_by_rollout(frame(sized("a", n)), rules=rules(), keep_chars=keep).collect()
     omitted = contents["omitted_chars"][0]
     assert omitted == (n - 2 * -(-keep // 100)) * 100 > 0  # items that start within keep
     expected = build_stage_one_input(

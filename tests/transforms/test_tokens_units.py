@@ -110,6 +110,8 @@ def test_pieces_end_at_the_last_line_end_of_their_second_half(
     assert list(tokens._pieces("abcd\nefghijkl")) == ["abcd\nefghi", "jkl"]
     assert list(tokens._pieces("abcde\nfghijkl")) == ["abcde\n", "fghijkl"]
     assert list(tokens._pieces("a" * 10)) == ["a" * 10]
+    # the last piece is never cut again: a text within one piece is one piece
+    assert list(tokens._pieces("abcdef\nghi")) == ["abcdef\nghi"]
     assert list(tokens._pieces("")) == []
 
 
@@ -125,6 +127,8 @@ def test_tail_pieces_start_after_the_first_line_end_of_their_first_half(
     assert list(tokens._tail_pieces("xxxxxxxx\nabcde")) == ["abcde", "xxxxxxxx\n"]
     assert list(tokens._tail_pieces("xxxxx\nabcdef")) == ["abcdef", "xxxxx\n"]
     assert list(tokens._tail_pieces("a" * 10)) == ["a" * 10]
+    assert list(tokens._tail_pieces("xabcdefghij")) == ["abcdefghij", "x"]
+    assert list(tokens._tail_pieces("x")) == ["x"]
     assert list(tokens._tail_pieces("")) == []
 
 
@@ -163,13 +167,13 @@ def test_take_cuts_the_piece_where_the_budget_ends_at_a_token() -> None:
 
 
 def test_take_never_keeps_half_a_character() -> None:
-    text = "日本語のテキスト🙂🙂🙂"
+    text = "日本語のテキスト🙂🙂🙂𓀀𓀁𓀂"  # a hieroglyph is four tokens of one byte each
     ids = ENC.encode_ordinary(text)
     for n in range(1, len(ids)):
         head, used, chars = tokens._take(iter([text]), n, from_end=False)
         assert text.startswith(head) and chars == len(head) and used == n
         tail, used, chars = tokens._take(iter([text]), n, from_end=True)
-        assert text.endswith(tail) and chars == len(tail) and used == n
+        assert text.endswith(tail) and chars == len(tail) and used == (n if tail else 0)
         assert "\ufffd" not in head + tail
 
 
@@ -291,3 +295,70 @@ def test_a_text_with_its_middle_left_out_always_shows_the_marker() -> None:
     out, t = truncate_middle("hi", 1_000, omitted_chars=1)
     assert out == "hi" + marker(1)
     assert t.removed == 1 and t.tokens_after >= count_tokens(out)
+
+
+def test_a_cut_near_the_budget_never_keeps_half_a_character() -> None:
+    text = "𓀀𓀁𓀂𓀃" * 30  # 480 tokens of one byte each, four to a character
+    out, t = truncate_middle(text, 470)
+    head, tail = ends(out)
+    assert (len(head), len(tail)) == (57, 57)  # 229 tokens from each end: 57 characters
+    assert text.startswith(head) and text.endswith(tail) and "\ufffd" not in out
+    assert shown(out) == 480 - 2 * 229
+    assert t.tokens_before == 480 and t.tokens_after == count_tokens(out) <= 470
+
+
+@pytest.mark.parametrize(
+    ("lines", "budget", "estimated"),
+    [
+        (48, 305, False),  # estimated to lose 48 tokens: four times the marker's 12
+        (48, 300, True),  # 53
+        (156, 1_000, False),  # 120: not over an eighth of the budget (125)
+        (157, 1_000, True),  # 128
+    ],
+)
+def test_a_text_estimated_to_lose_little_is_counted_whole_before_it_is_cut(
+    small_pieces: None, lines: int, budget: int, estimated: bool
+) -> None:
+    text = LINES[: 21 * lines]
+    total = count_tokens(text)
+    out, t = truncate_middle(text, budget)
+    assert t.truncated and count_tokens(out) <= t.tokens_after <= budget
+    if estimated:
+        assert t.tokens_after == budget and t.tokens_before != total
+    else:
+        assert t.tokens_before == total and t.tokens_after == count_tokens(out)
+
+
+def test_a_cut_that_fills_the_budget_exactly_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tokens, "PIECE_CHARS", 20)
+    text = " ".join(f"w{i}" for i in range(100))
+    out, t = truncate_middle(text, 190)
+    assert t.tokens_before == count_tokens(text) and t.tokens_after == count_tokens(out) == 190
+    assert out.startswith("w0 w1 ") and out.endswith(" w98 w99")
+
+
+def test_a_budget_the_marker_alone_overflows_once_counted_keeps_only_the_marker(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(tokens, "PIECE_CHARS", 2)  # a token charged for every 2 characters
+    text = " ".join(f"w{i}" for i in range(10))
+    out, t = truncate_middle(text, 20)
+    assert out == marker(24)
+    assert t.tokens_before == count_tokens(text) and t.tokens_after == count_tokens(out) > 20
+
+
+def test_the_rate_of_a_one_character_end_is_one_token_per_character() -> None:
+    text = "alpha beta gamma delta " * 5 + "alpha;"  # the last token: ";"
+    out, t = truncate_middle(text, 13)  # 1 token kept: the marker takes 12
+    assert out == marker(len(text) - 1) + ";"
+    assert t.tokens_after == 13 and t.tokens_before == 13 + len(text) - 1
+    out, t = truncate_middle(text, 13, omitted_chars=1_000)
+    assert out == marker(len(text) - 1 + 1_000) + ";"
+    out, t = truncate_middle(text, 5, omitted_chars=1_000)
+    assert out == marker(1)  # nothing kept: no rate to estimate with
+
+
+def test_a_truncation_without_its_counts_says_what_it_needs() -> None:
+    message = "^a Truncation needs both counts, or the whole text to count$"
+    with pytest.raises(ValueError, match=message):
+        tokens.Truncation(100, before=5)
