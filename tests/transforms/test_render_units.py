@@ -93,8 +93,8 @@ def test_an_item_without_text_counts_its_json_only() -> None:
     assert json.loads(lines[0]) == {"type": "function_call_output", "call_id": "c0", "output": None}
     # before the second item: 64 < 100, so it is kept; after the fourth: 100, not kept
     assert len(lines) == 3 and got["omitted_chars"][0] == 200
-    rows = [output("r", 0, None), *sized("r", 4)[1:]]  # 364 <= 400: whole
-    got = contents_by_rollout(frame(rows), rules=rules(), keep_chars=100).collect()
+    rows = [output("r", 0, None), *sized("r", 4)[1:]]  # 364 <= 4 x 91: whole
+    got = contents_by_rollout(frame(rows), rules=rules(), keep_chars=91).collect()
     assert got["contents"][0].count("\n") == 3 and got["omitted_chars"][0] == 0
 
 
