@@ -47,7 +47,11 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     ),
     "selection": (
         "memkiln/transforms/selection.py",
-        ["tests/transforms/test_selection.py", "tests/transforms/test_selection_mutants.py"],
+        [
+            "tests/transforms/test_selection.py",
+            "tests/transforms/test_selection_mutants.py",
+            "tests/transforms/test_selection_backfill.py",
+        ],
     ),
     # The unit tests on small texts (milliseconds each; PIECE_CHARS made small) and the
     # fast tests of the older files: those that encode 20,000-60,000-line texts (seconds
