@@ -26,6 +26,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -46,19 +47,42 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     ),
     "selection": (
         "memkiln/transforms/selection.py",
-        ["tests/transforms/test_selection.py", "tests/transforms/test_selection_mutants.py"],
+        [
+            "tests/transforms/test_selection.py",
+            "tests/transforms/test_selection_mutants.py",
+            "tests/transforms/test_selection_backfill.py",
+        ],
     ),
+    # The unit tests on small texts (milliseconds each; PIECE_CHARS made small) and the
+    # fast tests of the older files: those that encode 20,000-60,000-line texts (seconds
+    # each, and every mutant of the cut runs them) are left to the suite.
     "tokens": (
         "memkiln/transforms/tokens.py",
-        ["tests/transforms/test_tokens.py", "tests/transforms/test_tokens_mutants.py"],
+        [
+            "tests/transforms/test_tokens_units.py",
+            "tests/transforms/test_tokens_mutants.py",
+            "tests/transforms/test_tokens_near_budget.py::test_a_text_that_fits_the_budget_in_tokens_is_never_cut",
+            "tests/transforms/test_tokens_near_budget.py::test_a_text_just_over_the_budget_is_cut_to_fit_with_its_real_count",
+            "tests/transforms/test_tokens.py::test_budget_is_95_percent_of_70_percent_of_the_window_with_a_fallback",
+            "tests/transforms/test_tokens.py::test_the_budget_leaves_the_window_room_for_the_rest_of_the_request_with_a_floor",
+            "tests/transforms/test_tokens.py::test_text_under_budget_is_returned_unchanged",
+            "tests/transforms/test_tokens.py::test_a_text_that_fits_by_its_size_is_counted_only_when_asked",
+            "tests/transforms/test_tokens.py::test_a_long_text_of_long_tokens_that_fits_is_not_cut",
+        ],
     ),
     "names": (
         "memkiln/transforms/names.py",
         ["tests/transforms/test_consolidate.py", "tests/transforms/test_names_mutants.py"],
     ),
+    # Unit tests only: the flow tests of tests/flows/test_render_input.py cost about 10 s per
+    # mutant; what they reach of this module (stage_one_inputs) has unit tests now.
     "render": (
         "memkiln/transforms/render.py",
-        ["tests/flows/test_render_input.py", "tests/transforms/test_render_mutants.py"],
+        [
+            "tests/transforms/test_render_units.py",
+            "tests/transforms/test_render_mutants.py",
+            "tests/transforms/test_render_long.py",
+        ],
     ),
     "consolidate": (
         "memkiln/transforms/consolidate.py",
@@ -98,7 +122,7 @@ STATUS = {
 
 
 def mutmut_config(source: str, tests: list[str]) -> str:
-    existing = [t for t in tests if (REPO / t).exists()]
+    existing = [t for t in tests if (REPO / t.partition("::")[0]).exists()]
     return (
         "\n[tool.mutmut]\n"
         'source_paths = ["memkiln"]\n'
@@ -231,9 +255,17 @@ def main() -> int:
                 (args.work / name / "baseline.json").write_text(json.dumps(before, indent=0))
             wd = prepare(name, args.work, fresh=args.fresh)
             cmd = [MUTMUT, "run", "--max-children", str(args.workers), *keys]
-            print(f"== {name}: {' '.join(map(str, cmd[:4]))} ({len(keys) or 'all'} mutants)")
+            print(
+                f"== {name}: {' '.join(map(str, cmd[:4]))} ({len(keys) or 'all'} mutants)",
+                flush=True,
+            )
+            started = time.monotonic()
             with open(wd / "mutmut.log", "w") as log:
                 subprocess.run(cmd, cwd=wd, env=env, stdout=log, stderr=subprocess.STDOUT)
+            elapsed = time.monotonic() - started
+            load = os.getloadavg()[1]
+            (wd / "elapsed.txt").write_text(f"{elapsed:.0f} s, load average {load:.1f}\n")
+            print(f"   {name}: {elapsed:.0f} s, 5-minute load average {load:.1f}", flush=True)
     report(names, args.work)
     return 0
 
