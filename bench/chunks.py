@@ -20,10 +20,10 @@ import polars as pl
 
 from memkiln.io.archive import FileStat, read_file
 from memkiln.io.loader import normalize_lines
+from memkiln.io.rules import load_rules
 from memkiln.transforms.chunks import turn_starts
 from memkiln.transforms.filtering import filter_memory_items
 from memkiln.transforms.lines import split_lines
-from memkiln.transforms.redact import load_rules
 from memkiln.transforms.render import stage_one_chunks, stage_one_inputs
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "rollouts"

@@ -137,7 +137,7 @@ def python_rules() -> tuple[list[tuple[str, re.Pattern[str], str]], int, list[st
     replacement)`` over the rules that compile; ``used`` counts those rules, ``skipped`` names
     the rules that do not compile (with the error).
     """
-    from memkiln.transforms.redact import load_rules
+    from memkiln.io.rules import load_rules
 
     rules = load_rules()
     passes: list[tuple[str, re.Pattern[str], str]] = []

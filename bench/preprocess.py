@@ -48,9 +48,9 @@ def phase_memkiln(archive: Path) -> dict[str, float]:
     import duckdb
 
     from memkiln.io.loader import normalize_chunks
+    from memkiln.io.rules import load_rules
     from memkiln.transforms.filtering import filter_memory_items
     from memkiln.transforms.prompts import build_stage_one_input
-    from memkiln.transforms.redact import load_rules
     from memkiln.transforms.render import render_items
 
     rules = load_rules()
@@ -101,7 +101,8 @@ def phase_memkiln(archive: Path) -> dict[str, float]:
 
 
 def phase_redact(archive: Path) -> dict[str, float]:
-    from memkiln.transforms.redact import load_rules, redact_expr, secret_count_expr
+    from memkiln.io.rules import load_rules
+    from memkiln.transforms.redact import redact_expr, secret_count_expr
 
     rules = load_rules()
     files = [str(p) for p in _files(archive)]

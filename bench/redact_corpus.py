@@ -17,7 +17,8 @@ from pathlib import Path
 
 import polars as pl
 
-from memkiln.transforms.redact import REDACTED, RuleSet, load_rules, redact_expr, rule_hit_counts
+from memkiln.io.rules import load_rules
+from memkiln.transforms.redact import REDACTED, RuleSet, redact_expr, rule_hit_counts
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT / ".." / "shared" / "corpus" / "rollouts"

@@ -42,18 +42,19 @@ BATCH_BYTES = 64 * 1024 * 1024
 
 
 def _use_variant(variant: str) -> None:
-    from memkiln.transforms import redact
+    from memkiln.io import rules as rules_module
 
-    full = redact._default_rules()
+    full = rules_module._packaged()
     if variant == "before":
         before = dataclasses.replace(full, external=None)
-        redact._default_rules = lambda: before  # type: ignore[assignment]
+        rules_module._packaged = lambda: before  # type: ignore[method-assign]
 
 
 def _profile(archive: Path) -> None:
     """Seconds per step of redaction, and rows reaching each source rule, on one batch."""
+    from memkiln.io.rules import load_rules
     from memkiln.transforms import redact_source as rs
-    from memkiln.transforms.redact import REDACTED, load_rules, unescape_expr
+    from memkiln.transforms.redact import REDACTED, unescape_expr
     from memkiln.transforms.redact_context import redact_context_series
 
     rules = load_rules()
@@ -113,7 +114,8 @@ def _profile(archive: Path) -> None:
 
 
 def _redact_alone(archive: Path) -> dict[str, float]:
-    from memkiln.transforms.redact import load_rules, redact_expr, secret_count_expr
+    from memkiln.io.rules import load_rules
+    from memkiln.transforms.redact import redact_expr, secret_count_expr
 
     rules = load_rules()
     files = sorted(archive.rglob("*.jsonl"))

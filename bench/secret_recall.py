@@ -37,7 +37,8 @@ from pathlib import Path
 import polars as pl
 import yaml
 
-from memkiln.transforms.redact import load_rules, redact_expr
+from memkiln.io.rules import load_rules
+from memkiln.transforms.redact import redact_expr
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[1] / ".." / "shared" / "corpus" / "secrets"
 

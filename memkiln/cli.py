@@ -772,7 +772,7 @@ def render_input(
     Nothing is stored and no model is called: this is the audit of what a model would see.
     """
     from memkiln.io.preview import stage_one_input_for_file
-    from memkiln.transforms.redact import load_rules
+    from memkiln.io.rules import load_rules
 
     settings = _settings({"context_window": context_window}, config)
     result, facts = stage_one_input_for_file(
@@ -820,8 +820,8 @@ def redact(
 
     The same rules as ingest: scrub a log or a transcript before pasting it anywhere.
     """
+    from memkiln.io.rules import load_rules
     from memkiln.io.scrub import redact_streams
-    from memkiln.transforms.redact import load_rules
 
     missing = [p for p in files or [] if str(p) != "-" and not p.is_file()]
     if missing:

@@ -39,6 +39,7 @@ from memkiln.io.lock import hold_store
 from memkiln.io.memory_files import OutputRoot, UnsafePathError
 from memkiln.io.prices import PriceBook, check_budget_prices
 from memkiln.io.progress import Reporter
+from memkiln.io.rules import load_rules
 from memkiln.io.runner import current_runner, ordered_results, parallelism, stopped_with
 from memkiln.io.snapshot import Publisher
 from memkiln.io.store import fetch_pl, now, open_store, recorded_run, sql
@@ -56,7 +57,6 @@ from memkiln.transforms.estimate import (
     expected_output_tokens,
 )
 from memkiln.transforms.names import project_dirname
-from memkiln.transforms.redact import load_rules
 from memkiln.transforms.text import one_line
 from memkiln.transforms.usage import citation_usage
 

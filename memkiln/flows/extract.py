@@ -49,6 +49,7 @@ from memkiln.io.jobs import (
 from memkiln.io.lock import hold_store
 from memkiln.io.prices import PriceBook, check_budget_prices
 from memkiln.io.progress import Reporter
+from memkiln.io.rules import load_rules
 from memkiln.io.segments import store_segments
 from memkiln.io.snapshot import Publisher
 from memkiln.io.store import cursor as store_cursor
@@ -69,7 +70,7 @@ from memkiln.transforms.prompts import (
     STAGE_ONE_PROMPT_VERSION,
     StageOneInput,
 )
-from memkiln.transforms.redact import RuleSet, load_rules, redact_text
+from memkiln.transforms.redact import RuleSet, redact_text
 from memkiln.transforms.render import stage_one_chunks, stage_one_inputs
 from memkiln.transforms.segments import segment_items
 from memkiln.transforms.selection import SelectionPolicy, run_wide_failure_limit, select_candidates

@@ -41,14 +41,16 @@ from memkiln.io.loader import (
 )
 from memkiln.io.lock import hold_store
 from memkiln.io.progress import Reporter
+from memkiln.io.rules import load_rules
 from memkiln.io.runner import current_runner, ordered_results, parallelism, stopped_with
 from memkiln.io.snapshot import Publisher
 from memkiln.io.store import execute, fetch_pl, open_store, recorded_run, sql
 from memkiln.settings import Options, Settings
 from memkiln.transforms.plan import FOUND_SCHEMA, batches, plan_files
-from memkiln.transforms.redact import RuleSet, load_rules, redact_text
 
 #: Turns the batches of a run into prepared batches, in order (a worker thread by default).
+from memkiln.transforms.redact import RuleSet, redact_text
+
 Preparer = Callable[..., Generator[tuple[pl.DataFrame, PreparedBatch], None, None]]
 
 

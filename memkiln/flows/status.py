@@ -20,11 +20,11 @@ from rich.table import Table
 
 from memkiln.errors import ConfigError
 from memkiln.io.jobs import selection_reasons
+from memkiln.io.rules import load_rules
 from memkiln.io.snapshot import connect, snapshot_path
 from memkiln.io.store import fetch_pl, sql, table_counts
 from memkiln.transforms.lookup import match_project
 from memkiln.transforms.names import project_dirname
-from memkiln.transforms.redact import load_rules
 
 #: Rows shown per section of ``memkiln status``.
 STATUS_RUNS = 5

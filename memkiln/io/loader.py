@@ -21,6 +21,7 @@ import polars as pl
 
 from memkiln.constants import QUARANTINE_EXCERPT_CHARS, SEGMENT_BYTES
 from memkiln.io.archive import FileBytes, FileStat, content_hash, path_key, read_file
+from memkiln.io.rules import load_rules
 from memkiln.io.store import execute, fetch_pl, now, sql, transaction
 from memkiln.transforms.lines import (
     SURROGATE_ESCAPE,
@@ -48,7 +49,6 @@ from memkiln.transforms.normalize import (
 from memkiln.transforms.redact import (
     REDACTED,
     RuleSet,
-    load_rules,
     redact_expr,
     redact_text,
     rule_hit_counts,

@@ -358,8 +358,9 @@ def _publish(con: duckdb.DuckDBPyConnection, *, after: BaseException | None = No
 def _close_stopped_run(
     con: duckdb.DuckDBPyConnection, run_id: str, exc: BaseException, counts: Counters
 ) -> None:
+    from memkiln.io.rules import load_rules
     from memkiln.io.signals import stop_request
-    from memkiln.transforms.redact import load_rules, redact_text
+    from memkiln.transforms.redact import redact_text
 
     signal_name = stop_request(exc)
     if signal_name is not None:

@@ -52,15 +52,13 @@ import functools
 import importlib.resources
 import re
 import tomllib
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Literal, get_args
 
 import polars as pl
 from polars.exceptions import ComputeError
 
-from memkiln.io.betterleaks_source import betterleaks_config
 from memkiln.transforms.redact_context import (
     ContextRule,
     context_hits,
@@ -79,7 +77,6 @@ __all__ = [
     "Pass",
     "Rule",
     "RuleSet",
-    "load_rules",
     "redact_expr",
     "redact_secrets",
     "redact_text",
@@ -166,24 +163,24 @@ class RuleSet:
 # -- loading ---------------------------------------------------------------------------------
 
 
-def load_rules(path: Path | None = None) -> RuleSet:
-    """Load and validate a rules file; ``None`` means the packaged ``secret_rules.toml``.
-
-    Raises ``ValueError`` naming the offending rule id when a rule is malformed, does not compile
-    in Polars, matches the empty string or matches already-redacted text.
-    """
-    if path is None:
-        return _default_rules()
-    return _parse_rules(Path(path).read_text(encoding="utf-8"), source=str(path))
+#: Reads a maintained rule set's text: ``() -> (version, text)`` (``memkiln.io.rules``
+#: passes the reader of the installed Betterleaks; a test may pass its own).
+SourceReader = Callable[[], tuple[str, str]]
 
 
-@functools.cache
-def _default_rules() -> RuleSet:
+def packaged_rules_text() -> str:
+    """The text of the packaged ``secret_rules.toml``."""
     resource = importlib.resources.files(__package__ or "memkiln.transforms") / _RULES_RESOURCE
-    return _parse_rules(resource.read_text(encoding="utf-8"), source=_RULES_RESOURCE)
+    return resource.read_text(encoding="utf-8")
 
 
-def _parse_rules(text: str, *, source: str) -> RuleSet:
+def parse_rules(text: str, *, source: str, read_source: SourceReader) -> RuleSet:
+    """Parse and validate a rules file's text; ``read_source`` is called when it names a
+    maintained rule set (its ``[source]`` table)."""
+    return _parse_rules(text, source=source, read_source=read_source)
+
+
+def _parse_rules(text: str, *, source: str, read_source: SourceReader) -> RuleSet:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as err:
@@ -213,13 +210,17 @@ def _parse_rules(text: str, *, source: str) -> RuleSet:
         source=source,
         context=tuple(parse_context_rule(raw, source=source) for raw in data.get("context", [])),
     )
-    external = _parse_source(data.get("source"), context=rule_set.context, source=source)
+    external = _parse_source(
+        data.get("source"), context=rule_set.context, source=source, read_source=read_source
+    )
     rule_set = dataclasses.replace(rule_set, external=external)
     _check_combined(rule_set)
     return rule_set
 
 
-def _parse_source(raw: Any, *, context: tuple[ContextRule, ...], source: str) -> SourceRules | None:
+def _parse_source(
+    raw: Any, *, context: tuple[ContextRule, ...], source: str, read_source: SourceReader
+) -> SourceRules | None:
     """The ``[source]`` table: the maintained rule set to run after the passes, if any."""
     if raw is None:
         return None
@@ -236,7 +237,10 @@ def _parse_source(raw: Any, *, context: tuple[ContextRule, ...], source: str) ->
     min_keyword_length = raw.get("min_keyword_length", 1)
     if not isinstance(min_keyword_length, int) or min_keyword_length < 1:
         raise ValueError(f"{source}: [source] min_keyword_length must be a positive integer")
+    version, config = read_source()
     return _betterleaks_rules(
+        version,
+        config,
         tuple(lists["exclude"]),
         tuple(lists["gated"]),
         context[0] if context else None,
@@ -246,15 +250,16 @@ def _parse_source(raw: Any, *, context: tuple[ContextRule, ...], source: str) ->
 
 @functools.cache
 def _betterleaks_rules(
+    version: str,
+    config: str,
     exclude: tuple[str, ...],
     gated: tuple[str, ...],
     gate: ContextRule | None,
     min_keyword_length: int,
 ) -> SourceRules:
-    config = betterleaks_config()
     return parse_betterleaks(
-        config.text,
-        name=f"betterleaks {config.version}",
+        config,
+        name=f"betterleaks {version}",
         exclude=exclude,
         gated=gated,
         gate=gate,

@@ -276,7 +276,9 @@ def test_serve_starts_the_scheduled_nightly_flow_whose_artifact_holds_the_summar
             assert f"## {phase}" in text
         assert "| rollouts written | 8 |" in text
         tasks = api(base, "/task_runs/filter", {"flow_runs": {"id": {"any_": [flow_run["id"]]}}})
-        assert {str(t["name"]).split()[0] for t in tasks} == {"ingest", "extract", "consolidate"}
+        # the phases, each ingest batch's preparation and each project's files
+        names = {str(t["name"]).split()[0] for t in tasks}
+        assert names == {"ingest", "prepare", "extract", "consolidate", "render"}
     finally:
         for proc in (serve, server):
             if proc is not None and proc.poll() is None:

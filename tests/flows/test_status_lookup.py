@@ -6,8 +6,9 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from memkiln.io.rules import load_rules
 from memkiln.transforms.lookup import key_forms, match_project
-from memkiln.transforms.redact import load_rules, redact_text
+from memkiln.transforms.redact import redact_text
 
 RULES = load_rules()
 SECRET_DIR = "/home/u/token=ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"

@@ -9,7 +9,8 @@ import string
 import pytest
 
 from memkiln.io import scrub
-from memkiln.transforms.redact import load_rules, redact_text
+from memkiln.io.rules import load_rules
+from memkiln.transforms.redact import redact_text
 
 
 def test_chunks_end_at_line_breaks_and_lose_nothing(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,8 +12,8 @@ import duckdb
 import polars as pl
 
 from memkiln.io.loader import PreparedBatch, normalize_chunks, write_batch
+from memkiln.io.rules import load_rules
 from memkiln.io.store import fetch_pl, open_store
-from memkiln.transforms.redact import load_rules
 
 SESSION_UUID = "019c0000-aaaa-7bbb-8ccc-0000000000aa"
 PATH = f"/archive/sessions/rollout-2026-03-01T10-00-00-{SESSION_UUID}.jsonl"

@@ -20,10 +20,10 @@ from memkiln.flows.extract import extract_store
 from memkiln.flows.ingest import ingest_archive
 from memkiln.io.consolidator import model_files
 from memkiln.io.memory_files import OutputRoot
+from memkiln.io.rules import load_rules
 from memkiln.settings import Settings
 from memkiln.transforms.consolidate import heuristic_consolidation, with_stems
 from memkiln.transforms.outputs import ConsolidationOutput, Skill
-from memkiln.transforms.redact import load_rules
 from memkiln.transforms.tokens import count_tokens
 from tests.builders import codex_lines, uid, write_rollout
 

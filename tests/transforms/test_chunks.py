@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 import pytest
 
+from memkiln.io.rules import load_rules
 from memkiln.transforms.chunks import (
     Chunk,
     merge_groups,
@@ -16,7 +17,6 @@ from memkiln.transforms.chunks import (
 )
 from memkiln.transforms.outputs import StageOneOutput
 from memkiln.transforms.prompts import build_stage_one_input, build_stage_one_merge_input
-from memkiln.transforms.redact import load_rules
 from memkiln.transforms.render import stage_one_chunks
 from memkiln.transforms.tokens import count_tokens
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import polars as pl
 from polars.testing import assert_frame_equal
 
+from memkiln.io.rules import load_rules
 from memkiln.transforms.lines import (
     BLOB_NOTE,
     classify_lines,
@@ -12,7 +13,6 @@ from memkiln.transforms.lines import (
     mend_lone_surrogates,
     split_lines,
 )
-from memkiln.transforms.redact import load_rules
 
 
 def test_split_lines_numbers_lines_per_file_and_marks_an_unterminated_last_line() -> None:

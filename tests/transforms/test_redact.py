@@ -24,11 +24,11 @@ import polars as pl
 import pytest
 from polars.testing import assert_frame_equal
 
+from memkiln.io.rules import load_rules
 from memkiln.transforms import redact
 from memkiln.transforms.redact import (
     REDACTED,
     RuleSet,
-    load_rules,
     redact_expr,
     redact_secrets,
     redact_text,

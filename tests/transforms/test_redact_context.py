@@ -18,10 +18,10 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from memkiln.io.rules import load_rules
 from memkiln.transforms.redact import (
     REDACTED,
     RuleSet,
-    load_rules,
     redact_expr,
     redact_text,
     rule_hit_counts,

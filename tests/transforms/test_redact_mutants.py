@@ -9,9 +9,9 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from memkiln.io.rules import load_rules
 from memkiln.transforms.redact import (
     REDACTED,
-    load_rules,
     redact_text,
     rule_hit_counts,
     secret_count_expr,

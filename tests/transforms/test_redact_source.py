@@ -9,7 +9,8 @@ import string
 import polars as pl
 import pytest
 
-from memkiln.transforms.redact import REDACTED, load_rules, redact_text, rule_hit_counts
+from memkiln.io.rules import load_rules
+from memkiln.transforms.redact import REDACTED, redact_text, rule_hit_counts
 from memkiln.transforms.redact_source import (
     parse_betterleaks,
     polars_pattern,

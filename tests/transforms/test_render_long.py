@@ -10,8 +10,8 @@ import re
 
 import polars as pl
 
+from memkiln.io.rules import load_rules
 from memkiln.transforms.prompts import build_stage_one_input
-from memkiln.transforms.redact import load_rules
 from memkiln.transforms.render import ITEM_OVERHEAD_CHARS, contents_by_rollout
 from memkiln.transforms.tokens import stage_one_keep_chars
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import polars as pl
 
-from memkiln.transforms.redact import load_rules
+from memkiln.io.rules import load_rules
 from memkiln.transforms.render import contents_by_rollout
 
 SCHEMA = {

@@ -12,8 +12,9 @@ from typing import Any
 import polars as pl
 import pytest
 
+from memkiln.io.rules import load_rules
 from memkiln.transforms.prompts import build_stage_one_input
-from memkiln.transforms.redact import RuleSet, load_rules
+from memkiln.transforms.redact import RuleSet
 from memkiln.transforms.render import (
     ITEM_OVERHEAD_CHARS,
     contents_by_rollout,
