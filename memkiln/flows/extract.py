@@ -708,17 +708,7 @@ def _submit_batch(
                 items.append(BatchItem(request, watermarks[rid], attempts[rid]))
         if items:
             submit(cur, backend, items, run_id=summary.run_id)
-        finish_many(
-            cur,
-            now_done,
-            run_id=summary.run_id,
-            backend=backend.name,
-            model=backend.model,
-            prompt_version=STAGE_ONE_PROMPT_VERSION,
-            retry_delay=timedelta(hours=settings.retry_delay_hours),
-            rules=rules,
-            also=lambda c: record_chunks(c, now_done, run_id=summary.run_id),
-        )
+        _record(cur, now_done, summary, backend, settings, rules)
         release_unsent(cur, run_id=summary.run_id)
     summary.requests += len(items)
     summary.batched = len(items)
