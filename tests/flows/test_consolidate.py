@@ -47,11 +47,16 @@ def run_all(s: Settings) -> None:
 
 
 def snapshot(root: Path) -> dict[str, tuple[bytes, int]]:
-    return {
-        str(p.relative_to(root)): (p.read_bytes(), p.stat().st_mtime_ns)
-        for p in sorted(root.rglob("*"))
-        if p.is_file()
-    }
+    """Every file under ``root``; a file renamed or removed while it is read (a run writing
+    beside the reader) is left out."""
+    found = {}
+    for p in sorted(root.rglob("*")):
+        try:
+            if p.is_file():
+                found[str(p.relative_to(root))] = (p.read_bytes(), p.stat().st_mtime_ns)
+        except FileNotFoundError:
+            continue
+    return found
 
 
 def add_session(
