@@ -41,8 +41,20 @@ _BUILT: list[SampleDb] = []
 
 
 def shared_sample_db(tmp_path_factory: pytest.TempPathFactory) -> SampleDb:
-    """The sample database, built once per test process and shared by the modules that only
-    read it (each opens it read-only)."""
+    """The sample database, built once for the whole test run and copied into each test
+    process, shared there by the modules that only read it (each opens it read-only)."""
+    from tests.conftest import built_once
+
     if not _BUILT:
-        _BUILT.append(build_sample_db(tmp_path_factory.mktemp("sample")))
+        own = tmp_path_factory.mktemp("sample")
+        built = built_once(tmp_path_factory, "sample-db", build_sample_db)
+        if built is None:
+            _BUILT.append(build_sample_db(own))
+        else:
+            shutil.copytree(built, own, dirs_exist_ok=True)
+            _BUILT.append(
+                SampleDb(
+                    db=own / "memkiln.duckdb", memories=own / "memories", archive=own / "archive"
+                )
+            )
     return _BUILT[0]

@@ -51,7 +51,7 @@ def runs(db: Path) -> list[tuple[str, str]]:
         return con.execute("select command, status from runs order by started_at").fetchall()
 
 
-def big_archive(path: Path, *, sessions: int = 120, kb: int = 400) -> Path:
+def big_archive(path: Path, *, sessions: int = 60, kb: int = 400) -> Path:
     """Sessions with long command outputs: enough bytes for an ingest of a few seconds."""
     at = datetime.now(UTC) - timedelta(days=1)
     output = ("compiling module ok; " * 50 + "\n") * (kb * 1024 // 1050)
@@ -223,11 +223,11 @@ def api(base: str, path: str, body: dict[str, object]) -> list[dict[str, object]
 
 
 def test_serve_starts_the_scheduled_nightly_flow_whose_artifact_holds_the_summary(
-    sample_archive: Path, tmp_path: Path
+    sample_archive: Path, tmp_path: Path, prefect_home: Path
 ) -> None:
     port = free_port()
     base = f"http://127.0.0.1:{port}/api"
-    home = tmp_path / "prefect-home"
+    home = prefect_home
     env = clean_env(
         PREFECT_HOME=str(home),
         PREFECT_API_URL=base,

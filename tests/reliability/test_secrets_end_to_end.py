@@ -184,8 +184,9 @@ def leaks(texts: list[tuple[str, str]]) -> list[str]:
     return sorted(set(found))
 
 
-def run_job(root: Path, archive: Path, *extra: str) -> tuple[Path, Path, Path, str]:
-    db, out, home = root / "m.duckdb", root / "memories", root / "prefect"
+def run_job(root: Path, archive: Path, home: Path, *extra: str) -> tuple[Path, Path, Path, str]:
+    """A whole run with its own Prefect home ``home`` (scanned afterwards)."""
+    db, out = root / "m.duckdb", root / "memories"
     env = {
         **os.environ,
         "PREFECT_HOME": str(home),
@@ -223,18 +224,20 @@ def test_every_canary_format_is_placed_in_every_field(archive: Path) -> None:
     assert all(fx.secret in names for fx in NAMEABLE[:4])
 
 
-def test_no_canary_survives_a_heuristic_run(archive: Path, tmp_path: Path) -> None:
-    db, out, home, captured = run_job(tmp_path, archive, "--backend", "heuristic")
+def test_no_canary_survives_a_heuristic_run(
+    archive: Path, tmp_path: Path, prefect_home: Path
+) -> None:
+    db, out, home, captured = run_job(tmp_path, archive, prefect_home, "--backend", "heuristic")
     assert (out / "INDEX.md").is_file()
     assert scan_everything(db, out, home, captured) == []
 
 
 def test_no_canary_survives_a_run_against_an_openai_compatible_server(
-    archive: Path, tmp_path: Path
+    archive: Path, tmp_path: Path, prefect_home: Path
 ) -> None:
     with FakeOpenAI() as fake:
         db, out, home, captured = run_job(
-            tmp_path, archive, "--backend", "openai", "--base-url", fake.base_url,
+            tmp_path, archive, prefect_home, "--backend", "openai", "--base-url", fake.base_url,
             "--model", "fake-model",
         )  # fmt: skip
         prompts = [("request", text) for r in fake.requests for text in strings_of(r["body"])]
