@@ -24,7 +24,15 @@ from rich.console import Console
 from rich.table import Table
 
 from memkiln.errors import ConfigError, Interrupted, MemkilnError, StoreLockedError
-from memkiln.settings import Options, Settings, Source, check_backend, env_name, load_settings
+from memkiln.settings import (
+    Options,
+    Settings,
+    Source,
+    check_backend,
+    check_runner,
+    env_name,
+    load_settings,
+)
 from memkiln.transforms.report import EXIT_LOCKED, EXIT_OK, EXIT_USAGE, Section
 
 if TYPE_CHECKING:
@@ -273,6 +281,7 @@ def ingest(
 
     settings = _settings(locals(), config)
     _check_archive(settings)
+    check_runner(settings)
 
     def work() -> IngestSummary:
         if settings.prefect:

@@ -330,9 +330,19 @@ def openai_api_key(settings: Options) -> str:
 
 
 def check_backend(settings: Options) -> None:
-    """Fail before any work starts when the chosen backend cannot be used."""
+    """Fail before any work starts when the chosen backend or task runner cannot be used."""
     if settings.backend in ("openai", "openai-batch"):
         openai_api_key(settings)
+    check_runner(settings)
+
+
+def check_runner(settings: Options) -> None:
+    """Fail before any work starts when the task runner cannot be used."""
+    if settings.task_runner == "dask" and not settings.prefect:
+        raise ConfigError(
+            "task_runner dask runs the work as Prefect tasks: it cannot be combined with "
+            "--no-prefect (prefect = false)"
+        )
 
 
 def masked(name: str, value: Any) -> str:

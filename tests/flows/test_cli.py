@@ -378,3 +378,16 @@ def test_a_prefect_server_that_does_not_start_is_one_line_and_nothing_done(
     assert "--no-prefect" in lines[0]
     with duckdb.connect(str(db), read_only=True) as con:
         assert con.execute("select count(*) from runs").fetchone() == (0,)
+
+
+def test_the_dask_runner_without_prefect_is_one_line_and_exit_2(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    # the work runs as Prefect tasks on Dask: without Prefect the option was silently ignored
+    db = tmp_path / "m.duckdb"
+    result = memkiln(
+        "ingest", "--archive", str(sample_archive), "--db", str(db), "--no-prefect",
+        "--task-runner", "dask",
+    )  # fmt: skip
+    one_line_error(result, "task_runner dask", "--no-prefect")
+    assert not db.exists()
