@@ -13,7 +13,6 @@
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
 import asyncio
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import duckdb
@@ -23,16 +22,7 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 
 from memkiln.flows.ephemeral import stoppable
-from memkiln.flows.records import consolidate_section, notes, phase_of, publish
-from memkiln.io.backends import OpenAIBackend
-from memkiln.io.consolidator import (
-    ProjectOutcome,
-    consolidate_project,
-    heuristic_files,
-    input_hash,
-    up_to_date,
-    write_failure,
-)
+from memkiln.io.artifacts import phase_of, publish
 from memkiln.io.jobs import store_write_error
 from memkiln.io.loader import frame_from_ipc, frame_to_ipc
 from memkiln.io.lock import hold_store
@@ -44,6 +34,15 @@ from memkiln.io.runner import current_runner, ordered_results, parallelism, stop
 from memkiln.io.snapshot import Publisher
 from memkiln.io.store import fetch_pl, now, open_store, recorded_run, sql
 from memkiln.io.usage import past_output_mean, record_usage
+from memkiln.llm.backends import OpenAIBackend
+from memkiln.llm.consolidation import (
+    ProjectOutcome,
+    consolidate_project,
+    heuristic_files,
+    input_hash,
+    up_to_date,
+    write_failure,
+)
 from memkiln.settings import Options, Settings
 from memkiln.transforms.consolidate import (
     KEY_SHOWN_CHARS,
@@ -57,6 +56,7 @@ from memkiln.transforms.estimate import (
     expected_output_tokens,
 )
 from memkiln.transforms.names import project_dirname
+from memkiln.transforms.summaries import ConsolidateSummary, consolidate_section, notes
 from memkiln.transforms.text import one_line
 from memkiln.transforms.usage import citation_usage
 
@@ -65,43 +65,6 @@ from memkiln.transforms.usage import citation_usage
 Renderer = Callable[[list[tuple[str, pl.DataFrame]]], Iterator[tuple[str, dict[str, str]]]]
 
 GENERATED = ("raw_memories.md", "MEMORY.md", "memory_summary.md", "rollout_summaries", "skills")
-
-
-@dataclass
-class ConsolidateSummary:
-    run_id: str = ""
-    projects: dict[str, str] = field(default_factory=dict)  # project -> status
-    written: int = 0
-    removed: int = 0
-    # project (shown on one line, capped) or "INDEX.md" -> "reason: detail", one line each
-    failures: dict[str, str] = field(default_factory=dict)
-    #: projects whose files could not be written (the index counts as one when it failed);
-    #: the others were still written
-    projects_failed: int = 0
-    #: model requests of phase 2, their tokens and cost (cost of known prices only)
-    requests: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    price_known: bool = True
-    #: why projects were left for the next run (the budget), if any were
-    stopped: str | None = None
-
-    def counters(self) -> dict[str, float | None]:
-        """The ``runs`` table's counters of this run."""
-        statuses = list(self.projects.values())
-        return {
-            "projects": len(statuses),
-            "projects_written": statuses.count("succeeded"),
-            "projects_skipped": statuses.count("skipped") + statuses.count("deferred"),
-            "projects_failed": self.projects_failed,
-            "files_written": self.written,
-            "files_removed": self.removed,
-            "model_requests": self.requests,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cost_usd": self.cost_usd if self.price_known else None,
-        }
 
 
 def consolidate_store(

@@ -17,7 +17,7 @@ import hashlib
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as datetime_time
 from typing import Any
@@ -29,10 +29,7 @@ from prefect.cache_policies import NO_CACHE
 
 from memkiln.constants import FLUSH_OUTCOMES, FLUSH_SECONDS, PREPARE_CHUNK
 from memkiln.flows.ephemeral import stoppable
-from memkiln.flows.records import extract_section, notes, phase_of, publish
-from memkiln.io.backends import HEURISTIC_MODEL, Backend, Request, make_backend
-from memkiln.io.batch import Item as BatchItem
-from memkiln.io.batch import OpenAIBatchBackend, mark_applied, open_owners, poll, submit
+from memkiln.io.artifacts import phase_of, publish
 from memkiln.io.jobs import (
     Finished,
     Outcome,
@@ -55,6 +52,9 @@ from memkiln.io.snapshot import Publisher
 from memkiln.io.store import cursor as store_cursor
 from memkiln.io.store import fetch_pl, now, open_store, recorded_run, sql
 from memkiln.io.usage import past_output_mean, record_estimate, record_usage
+from memkiln.llm.backends import HEURISTIC_MODEL, Backend, Request, make_backend
+from memkiln.llm.batch import Item as BatchItem
+from memkiln.llm.batch import OpenAIBatchBackend, mark_applied, open_owners, poll, submit
 from memkiln.settings import Options, Settings
 from memkiln.transforms.chunks import Chunk, turn_starts
 from memkiln.transforms.estimate import (
@@ -75,56 +75,7 @@ from memkiln.transforms.render import stage_one_chunks, stage_one_inputs
 from memkiln.transforms.segments import segment_items
 from memkiln.transforms.selection import SelectionPolicy, run_wide_failure_limit, select_candidates
 from memkiln.transforms.states import NOT_ELIGIBLE, RETRY_NOW_REASONS
-
-
-@dataclass
-class ExtractSummary:
-    """What one extraction run did."""
-
-    run_id: str = ""
-    considered: int = 0
-    decisions: dict[str, int] = field(default_factory=dict)
-    outcomes: dict[str, int] = field(default_factory=dict)  # "failed:rate_limited" etc.
-    orphans_taken_over: int = 0
-    requests: int = 0
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float = 0.0
-    stopped: str | None = None  # why the run stopped before sending every session
-    #: the run stopped because the next request would have passed the budget
-    budget_reached: bool = False
-    #: false when a request's model has no known price (its cost is not in cost_usd)
-    price_known: bool = True
-    #: sessions selected to extract this run
-    taken: int = 0
-    #: a dry run's counts and estimate (no model was called)
-    estimate: Estimate | None = None
-    #: openai-batch: requests sent in this run's batch, and batches still running
-    batched: int = 0
-    batches_open: int = 0
-    #: sessions whose attempt in this run failed (every reason); the CLI exits 1 when > 0
-    sessions_failed: int = 0
-    #: sessions over the budget, extracted in chunks; their chunk and merge requests; chunks
-    #: (or single messages) cut in the middle because one item alone was over the budget
-    sessions_chunked: int = 0
-    chunk_requests: int = 0
-    merge_requests: int = 0
-    chunks_cut: int = 0
-
-    def counters(self) -> dict[str, float | None]:
-        """The ``runs`` table's counters of this run."""
-        failed = sum(n for key, n in self.outcomes.items() if key.startswith("failed"))
-        return {
-            "sessions_considered": self.considered,
-            "sessions_succeeded": self.outcomes.get("succeeded", 0),
-            "sessions_no_output": self.outcomes.get("succeeded_no_output", 0),
-            "sessions_failed": failed,
-            "sessions_reused": self.outcomes.get("reused", 0),
-            "model_requests": self.requests,
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cost_usd": self.cost_usd if self.price_known else None,
-        }
+from memkiln.transforms.summaries import ExtractSummary, extract_section, notes
 
 
 def policy_from(settings: Settings) -> SelectionPolicy:

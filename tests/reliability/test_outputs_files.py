@@ -18,9 +18,9 @@ import pytest
 from memkiln.flows.consolidate import consolidate_store
 from memkiln.flows.extract import extract_store
 from memkiln.flows.ingest import ingest_archive
-from memkiln.io.consolidator import model_files
 from memkiln.io.memory_files import OutputRoot
 from memkiln.io.rules import load_rules
+from memkiln.llm.consolidation import model_files
 from memkiln.settings import Settings
 from memkiln.transforms.consolidate import heuristic_consolidation, with_stems
 from memkiln.transforms.outputs import ConsolidationOutput, Skill

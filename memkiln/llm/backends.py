@@ -693,7 +693,7 @@ def make_backend(settings: Settings, *, rules: RuleSet) -> Backend:
     if settings.backend == "openai":
         return OpenAIBackend(settings, rules=rules)
     if settings.backend == "openai-batch":
-        from memkiln.io.batch import OpenAIBatchBackend
+        from memkiln.llm.batch import OpenAIBatchBackend
 
         return OpenAIBatchBackend(settings, rules=rules)
     raise ConfigError(

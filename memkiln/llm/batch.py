@@ -24,9 +24,9 @@ import openai
 import polars as pl
 from pydantic import ValidationError
 
-from memkiln.io.backends import OpenAIBackend, Request, finalize
 from memkiln.io.jobs import Finished, Outcome
 from memkiln.io.store import execute, now, transaction
+from memkiln.llm.backends import OpenAIBackend, Request, finalize
 from memkiln.transforms.redact import redact_text
 from memkiln.transforms.text import clean_text
 
@@ -43,7 +43,7 @@ class OpenAIBatchBackend(OpenAIBackend):
     name = "openai-batch"
 
     async def extract(self, request: Request) -> Outcome:  # pragma: no cover - not per request
-        raise NotImplementedError("openai-batch sends batches: see memkiln.io.batch.submit")
+        raise NotImplementedError("openai-batch sends batches: see memkiln.llm.batch.submit")
 
     def line(self, request: Request) -> dict[str, Any]:
         path, body = self.request_body(request.prompt)

@@ -10,19 +10,18 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from memkiln.io.backends import OpenAIBackend
 from memkiln.io.memory_files import OutputRoot, UnsafePathError
+from memkiln.llm.backends import OpenAIBackend
 from memkiln.transforms.consolidate import (
     MEMORY_SUMMARY_MAX_TOKENS,
     deterministic_files,
     heuristic_consolidation,
 )
-from memkiln.transforms.estimate import CHAT_OVERHEAD_TOKENS
+from memkiln.transforms.estimate import consolidation_input_tokens
 from memkiln.transforms.names import project_dirname, skill_dirname
 from memkiln.transforms.outputs import ConsolidationOutput
 from memkiln.transforms.prompts import (
     CONSOLIDATION_PROMPT_VERSION,
-    ConsolidationInput,
     build_consolidation_input,
 )
 from memkiln.transforms.redact import RuleSet, redact_text
@@ -183,7 +182,7 @@ async def consolidate_project(
             summary_files=[f"{s}.md" for s in selected["stem"].to_list()],
             context_window=context_window,
         )
-        if affordable is not None and not affordable(prompt_tokens(prompt)):
+        if affordable is not None and not affordable(consolidation_input_tokens(prompt)):
             outcome.status = "deferred"
             outcome.reason = "budget"
             return outcome
@@ -211,11 +210,6 @@ async def consolidate_project(
     keep_skills = {rel.split("/")[2] for rel in files if rel.startswith(f"{folder}/skills/")}
     outcome.removed += root.prune_dirs(f"{folder}/skills", keep=keep_skills)
     return outcome
-
-
-def prompt_tokens(prompt: ConsolidationInput) -> int:
-    """Input tokens of a phase-2 request (both messages and the chat overhead)."""
-    return count_tokens(prompt.system) + count_tokens(prompt.user) + CHAT_OVERHEAD_TOKENS
 
 
 def summary_tokens_ok(root: OutputRoot, folder: str) -> bool:
