@@ -1,32 +1,56 @@
-"""Phase 2 for one project: build its files (pure transforms), ask the model when the
-backend has one, and write what changed under the output root."""
+"""Phase 2's work, the model's part included: per project, build its files (pure
+transforms), ask the model when the backend has one, write what changed under the output
+root and record the outcome (``consolidate_project``, ``Consolidation.projects``); then the
+projects left without memories and the index. The consolidate flow calls the steps of
+``Consolidation`` in order (``memkiln.flows.consolidate``)."""
 
 from __future__ import annotations
 
 import errno
-import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
+import duckdb
 import polars as pl
 
 from memkiln.io.memory_files import OutputRoot, UnsafePathError
+from memkiln.io.progress import Reporter
+from memkiln.io.snapshot import Publisher
+from memkiln.io.store import execute, fetch_pl, now, sql
+from memkiln.io.usage import past_output_mean, record_usage
 from memkiln.llm.backends import OpenAIBackend
+from memkiln.settings import Settings
 from memkiln.transforms.consolidate import (
-    MEMORY_SUMMARY_MAX_TOKENS,
+    KEY_SHOWN_CHARS,
     deterministic_files,
-    heuristic_consolidation,
+    heuristic_files,
+    input_hash,
+    model_files,
+    render_index,
+    select_memories,
+    with_stems,
 )
-from memkiln.transforms.estimate import consolidation_input_tokens
-from memkiln.transforms.names import project_dirname, skill_dirname
-from memkiln.transforms.outputs import ConsolidationOutput
-from memkiln.transforms.prompts import (
-    CONSOLIDATION_PROMPT_VERSION,
-    build_consolidation_input,
+from memkiln.transforms.estimate import (
+    CONSOLIDATION_MAX_OUTPUT,
+    DEFAULT_CONSOLIDATION_OUTPUT_TOKENS,
+    consolidation_input_tokens,
+    expected_output_tokens,
 )
+from memkiln.transforms.names import project_dirname
+from memkiln.transforms.prompts import build_consolidation_input
 from memkiln.transforms.redact import RuleSet, redact_text
+from memkiln.transforms.summaries import ConsolidateSummary
 from memkiln.transforms.text import one_line
-from memkiln.transforms.tokens import count_tokens, truncate_middle
+from memkiln.transforms.usage import citation_usage
+
+#: Renders the heuristic files of the given projects, in order: ``(key, selected)`` pairs in,
+#: ``(key, {path: text})`` pairs out.
+Renderer = Callable[[list[tuple[str, pl.DataFrame]]], Iterator[tuple[str, dict[str, str]]]]
+
+#: The files and folders consolidation writes in a project's folder (removed when the
+#: project has no memories left).
+GENERATED = ("raw_memories.md", "MEMORY.md", "memory_summary.md", "rollout_summaries", "skills")
 
 #: Why a project's files could not be written: fixed reasons, by the operating system's error.
 WRITE_REASONS = {
@@ -69,62 +93,6 @@ class ProjectOutcome:
     requests: int = 0  # model requests sent for this project
     input_tokens: int = 0
     output_tokens: int = 0
-
-
-def input_hash(selected: pl.DataFrame, *, backend: str, model: str) -> str:
-    """Everything a project's files depend on, hashed: a project with the same hash is left
-    alone."""
-    digest = hashlib.sha256(f"{backend}\0{model}\0{CONSOLIDATION_PROMPT_VERSION}".encode())
-    ordered = selected.sort("rollout_id").select(
-        "rollout_id", "stem", "rank", "cwd", "input_hash", "raw_memory", "rollout_summary"
-    )
-    for row in ordered.iter_rows():
-        digest.update("\0".join("" if v is None else str(v) for v in row).encode())
-        digest.update(b"\1")
-    return digest.hexdigest()
-
-
-def _skill_file(name: str, description: str, body: str) -> str:
-    one_line = " ".join(description.split())
-    return f"---\nname: {name}\ndescription: {one_line}\n---\n\n{body.strip()}\n"
-
-
-def model_files(output: ConsolidationOutput, *, rules: RuleSet) -> tuple[dict[str, str], list[str]]:
-    """The files of a model's answer, redacted, with safe names; and the skipped names."""
-    summary = redact_text(output.memory_summary_md, rules=rules).strip()
-    if not summary.startswith("v1"):
-        summary = "v1\n" + summary
-    summary, _ = truncate_middle(summary + "\n", MEMORY_SUMMARY_MAX_TOKENS)
-    files = {
-        "MEMORY.md": redact_text(output.memory_md, rules=rules).strip() + "\n",
-        "memory_summary.md": summary if summary.endswith("\n") else summary + "\n",
-    }
-    skipped = []
-    for skill in output.skills:
-        # the name is redacted before it becomes a folder, and the folder name again after
-        # (sanitizing must not turn a name into something a secret rule matches)
-        name = skill_dirname(redact_text(skill.name, rules=rules))
-        if name is not None and redact_text(name, rules=rules) != name:
-            name = None
-        if name is None or f"skills/{name}/SKILL.md" in files:
-            skipped.append(redact_text(skill.name, rules=rules))
-            continue
-        files[f"skills/{name}/SKILL.md"] = _skill_file(
-            name,
-            redact_text(skill.description, rules=rules),
-            redact_text(skill.body, rules=rules),
-        )
-    return files, skipped
-
-
-def heuristic_files(project_key: str, selected: pl.DataFrame) -> dict[str, str]:
-    """Every file of a project's folder under the heuristic backend, by path under the
-    output root: pure work on the project's selected memories, so it can run as a task
-    anywhere (``memkiln.flows.consolidate.render_task``)."""
-    folder = project_dirname(project_key)
-    files = {f"{folder}/{k}": v for k, v in deterministic_files(project_key, selected).items()}
-    consolidated = heuristic_consolidation(project_key, selected)
-    return files | {f"{folder}/{k}": v for k, v in consolidated.items()}
 
 
 def up_to_date(root: OutputRoot, project_key: str, digest: str, previous_hash: str | None) -> bool:
@@ -212,6 +180,276 @@ async def consolidate_project(
     return outcome
 
 
-def summary_tokens_ok(root: OutputRoot, folder: str) -> bool:
-    text = root.read(f"{folder}/memory_summary.md") or ""
-    return text.startswith("v1") and count_tokens(text) <= MEMORY_SUMMARY_MAX_TOKENS
+class Consolidation:
+    """One phase-2 run over an open store and output root: its settings, backend (None for
+    the heuristic backend), summary, and what the steps share (the selected memories, each
+    project's last record)."""
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        root: OutputRoot,
+        settings: Settings,
+        backend: OpenAIBackend | None,
+        *,
+        rules: RuleSet,
+        summary: ConsolidateSummary,
+        reporter: Reporter,
+        spent_before: float = 0.0,
+    ) -> None:
+        self.con = con
+        self.root = root
+        self.settings = settings
+        self.backend = backend
+        self.rules = rules
+        self.summary = summary
+        self.reporter = reporter
+        self.spent_before = spent_before
+        self.backend_name = "openai" if backend else "heuristic"
+        self.model = backend.model if backend else "heuristic-v1"
+        #: set by ``select``: every project's selected memories, and each project's last
+        #: consolidation record
+        self.selected = pl.DataFrame()
+        self.previous: dict[str, dict[str, Any]] = {}
+
+    # -- 2. select ---------------------------------------------------------------------------
+
+    def select(self, only: str | None) -> list[str]:
+        """Select each project's memories; returns the projects to consolidate (``only``: the
+        one project of that key or folder name)."""
+        inputs = fetch_pl(self.con, sql("consolidation_inputs"))
+        usage = citation_usage(fetch_pl(self.con, sql("citing_items")).lazy())
+        limit = self.settings.max_memories_per_project
+        self.selected = with_stems(select_memories(inputs.lazy(), usage, limit=limit).collect())
+        jobs = fetch_pl(self.con, sql("consolidation_state"))
+        self.previous = {row["project_key"]: row for row in jobs.iter_rows(named=True)}
+        keys = sorted(set(self.selected["project_key"].to_list()))
+        if only is not None:
+            keys = [k for k in keys if only in (k, project_dirname(k))]
+        return keys
+
+    # -- 3. per project ----------------------------------------------------------------------
+
+    async def projects(self, keys: list[str], *, render: Renderer | None = None) -> None:
+        """Bring each project's folder up to date and record it (readers see the projects
+        recorded so far); with a renderer (the heuristic backend), the files of the projects
+        that changed are rendered ahead, in order."""
+        summary = self.summary
+        affordable = self._affordable()
+        publisher = Publisher(self.con)
+        per_key = {key: self.selected.filter(pl.col("project_key") == key) for key in keys}
+        rendered: RenderedAhead | None = None
+        if render is not None and self.backend is None:
+            stale = [
+                (key, per_key[key])
+                for key in keys
+                if not self._up_to_date(key, per_key[key], self.previous.get(key) or {})
+            ]
+            rendered = RenderedAhead(render(stale))
+        with self.reporter.task("consolidate", total=len(keys)) as advance:
+            for key in keys:
+                prev = self.previous.get(key) or {}
+                ok_before = prev.get("status") == "succeeded"
+                try:
+                    outcome = await consolidate_project(
+                        self.root,
+                        key,
+                        per_key[key],
+                        previous_ids=list(prev.get("selected_ids") or []) if ok_before else [],
+                        previous_hash=prev.get("input_hash") if ok_before else None,
+                        backend=self.backend,
+                        backend_name=self.backend_name,
+                        model=self.model,
+                        context_window=self.settings.context_window,
+                        rules=self.rules,
+                        affordable=_refuse if summary.stopped else affordable,
+                        rendered=(
+                            rendered.taker(key, per_key[key]) if rendered is not None else None
+                        ),
+                    )
+                except (OSError, UnsafePathError) as exc:  # this project only; the others go on
+                    reason, detail = write_failure(exc, rules=self.rules)
+                    outcome = ProjectOutcome(
+                        key, project_dirname(key), "failed", reason=reason, detail=detail
+                    )
+                record_project(self.con, outcome, self.backend_name, self.model, prev)
+                publisher.maybe()
+                self._count(key, outcome)
+                advance(1)
+
+    def _affordable(self) -> Callable[[int], bool] | None:
+        """Whether a project's request, of so many input tokens, fits the budget with what
+        was spent (None: no budget, or no model)."""
+        backend, budget = self.backend, self.settings.budget_usd
+        if backend is None or budget is None:
+            return None
+        summary = self.summary
+        past = past_output_mean(self.con, phase="consolidate", model=self.model)
+        out_each = expected_output_tokens(
+            past, default=DEFAULT_CONSOLIDATION_OUTPUT_TOKENS, limit=CONSOLIDATION_MAX_OUTPUT
+        )
+
+        def affordable(tokens_in: int) -> bool:
+            cost = backend.cost(tokens_in, out_each) or 0.0
+            spent = self.spent_before + summary.cost_usd
+            if spent + cost <= budget:
+                return True
+            summary.stopped = (
+                f"budget of ${budget:,.2f} reached: ${spent:,.4f} spent so far, the next "
+                f"project ~${cost:,.4f}; the projects left are consolidated by the next run"
+            )
+            return False
+
+        return affordable
+
+    def _up_to_date(self, key: str, selected: pl.DataFrame, prev: dict[str, object]) -> bool:
+        """The heuristic backend's check of ``consolidate_project``, made before rendering."""
+        if prev.get("status") != "succeeded":
+            return False
+        digest = input_hash(selected, backend="heuristic", model=self.model)
+        previous = prev.get("input_hash")
+        return up_to_date(self.root, key, digest, previous if isinstance(previous, str) else None)
+
+    def _count(self, key: str, outcome: ProjectOutcome) -> None:
+        """Add a project's outcome to the summary: its status, requests, tokens and cost,
+        files written and removed, and why it failed."""
+        summary, backend = self.summary, self.backend
+        summary.projects[key] = outcome.status
+        summary.requests += outcome.requests
+        summary.input_tokens += outcome.input_tokens
+        summary.output_tokens += outcome.output_tokens
+        if outcome.requests and backend is not None:
+            cost = backend.cost(outcome.input_tokens, outcome.output_tokens)
+            if cost is None:
+                summary.price_known = False
+            else:
+                summary.cost_usd += cost
+        summary.written += len(outcome.written)
+        summary.removed += len(outcome.removed)
+        if outcome.status == "failed":
+            self._fail(key, outcome.reason, outcome.detail)
+
+    def _fail(self, key: str, reason: str | None, detail: str | None) -> None:
+        """Count a project (or the index) that could not be written, with one line saying
+        why."""
+        self.summary.projects_failed += 1
+        line = f"{reason or 'failed'}: {detail}" if detail else (reason or "failed")
+        self.summary.failures[one_line(key, KEY_SHOWN_CHARS)] = line
+
+    # -- 4. projects left without memories, the index ----------------------------------------
+
+    def remove_stale(self, keys: list[str]) -> None:
+        """Remove the files of projects that have no memories left (``keys`` are those that
+        have some), and record them ``empty``."""
+        summary = self.summary
+        for key, prev in self.previous.items():
+            if key in keys or prev.get("status") == "empty":
+                continue
+            try:
+                removed = [
+                    f"{prev['folder']}/{name}" for name in GENERATED
+                    if self.root.remove(f"{prev['folder']}/{name}")
+                ]  # fmt: skip
+            except (OSError, UnsafePathError) as exc:
+                reason, detail = write_failure(exc, rules=self.rules)
+                summary.projects[key] = "failed"
+                self._fail(key, reason, detail)
+                continue
+            outcome = ProjectOutcome(key, prev["folder"], "empty", removed=removed)
+            record_project(self.con, outcome, self.backend_name, self.model, prev)
+            summary.projects[key] = "empty"
+            summary.removed += len(removed)
+
+    def write_index(self) -> None:
+        """INDEX.md: every project with memories, its folder and sessions."""
+        sessions = fetch_pl(self.con, sql("project_sessions"))
+        memories = self.selected.group_by("project_key").agg(memories=pl.len())
+        index = sessions.join(memories, on="project_key", how="inner").with_columns(
+            folder=pl.col("project_key").map_batches(_folders, return_dtype=pl.String)
+        )
+        try:
+            self.root.write("INDEX.md", render_index(index))
+        except (OSError, UnsafePathError) as exc:
+            self._fail("INDEX.md", *write_failure(exc, rules=self.rules))
+
+    # -- 5. close ----------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """This run's model usage recorded; the backend's connections closed."""
+        summary = self.summary
+        if summary.requests:
+            record_usage(
+                self.con,
+                run_id=summary.run_id,
+                kind="actual",
+                phase="consolidate",
+                backend=self.backend_name,
+                model=self.model,
+                requests=summary.requests,
+                input_tokens=summary.input_tokens,
+                output_tokens=summary.output_tokens,
+                cost_usd=summary.cost_usd if summary.price_known else None,
+            )
+        if self.backend is not None:
+            await self.backend.aclose()
+
+
+class RenderedAhead:
+    """Files rendered ahead, taken project by project in the same order."""
+
+    def __init__(self, stream: Iterator[tuple[str, dict[str, str]]]) -> None:
+        self._stream = stream
+        self._next: tuple[str, dict[str, str]] | None = None
+
+    def taker(self, key: str, selected: pl.DataFrame) -> Callable[[], dict[str, str]]:
+        def take() -> dict[str, str]:
+            if self._next is None:
+                self._next = next(self._stream, None)
+            if self._next is not None and self._next[0] == key:
+                files, self._next = self._next[1], None
+                return files
+            # not rendered ahead (its folder changed since the check): render it here
+            return heuristic_files(key, selected)
+
+        return take
+
+
+def record_project(
+    con: duckdb.DuckDBPyConnection,
+    outcome: ProjectOutcome,
+    backend: str,
+    model: str,
+    prev: dict[str, Any],
+) -> None:
+    """Store a project's consolidation outcome (a skipped project keeps its record, and so
+    does one deferred by the budget: the next run sees its inputs changed)."""
+    if outcome.status in ("skipped", "deferred"):
+        return
+    succeeded = outcome.status in ("succeeded", "empty")
+    execute(
+        con,
+        "record_consolidation",
+        key=outcome.project_key,
+        folder=outcome.folder,
+        status=outcome.status,
+        hash=outcome.input_hash if succeeded else prev.get("input_hash"),
+        ids=outcome.selected_ids if succeeded else prev.get("selected_ids"),
+        backend=backend,
+        model=model,
+        memories=len(outcome.selected_ids),
+        written=len(outcome.written),
+        removed=len(outcome.removed),
+        success_at=now() if succeeded else None,
+        reason=outcome.reason,
+        error=outcome.detail,
+        at=now(),
+    )
+
+
+def _refuse(tokens_in: int) -> bool:
+    """Once the budget is reached, no project calls the model any more in this run."""
+    return False
+
+
+def _folders(keys: pl.Series) -> pl.Series:
+    return pl.Series([project_dirname(k) for k in keys.to_list()], dtype=pl.String)

@@ -6,12 +6,16 @@ project and the writer in ``memkiln.io.memory_files`` decides what changes on di
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 from datetime import datetime
 
 import polars as pl
 
-from memkiln.transforms.names import summary_stem
+from memkiln.transforms.names import project_dirname, skill_dirname, summary_stem
+from memkiln.transforms.outputs import ConsolidationOutput
+from memkiln.transforms.prompts import CONSOLIDATION_PROMPT_VERSION
+from memkiln.transforms.redact import RuleSet, redact_text
 from memkiln.transforms.text import clean_text, one_line
 from memkiln.transforms.tokens import count_tokens, truncate_middle
 
@@ -377,6 +381,62 @@ def heuristic_consolidation(project_key: str, selected: pl.DataFrame) -> dict[st
             project_key, merged, task_rows, max_tokens=MEMORY_SUMMARY_MAX_TOKENS
         ),
     }
+
+
+def input_hash(selected: pl.DataFrame, *, backend: str, model: str) -> str:
+    """Everything a project's files depend on, hashed: a project with the same hash is left
+    alone."""
+    digest = hashlib.sha256(f"{backend}\0{model}\0{CONSOLIDATION_PROMPT_VERSION}".encode())
+    ordered = selected.sort("rollout_id").select(
+        "rollout_id", "stem", "rank", "cwd", "input_hash", "raw_memory", "rollout_summary"
+    )
+    for row in ordered.iter_rows():
+        digest.update("\0".join("" if v is None else str(v) for v in row).encode())
+        digest.update(b"\1")
+    return digest.hexdigest()
+
+
+def _skill_file(name: str, description: str, body: str) -> str:
+    described = " ".join(description.split())
+    return f"---\nname: {name}\ndescription: {described}\n---\n\n{body.strip()}\n"
+
+
+def model_files(output: ConsolidationOutput, *, rules: RuleSet) -> tuple[dict[str, str], list[str]]:
+    """The files of a model's answer, redacted, with safe names; and the skipped names."""
+    summary = redact_text(output.memory_summary_md, rules=rules).strip()
+    if not summary.startswith("v1"):
+        summary = "v1\n" + summary
+    summary, _ = truncate_middle(summary + "\n", MEMORY_SUMMARY_MAX_TOKENS)
+    files = {
+        "MEMORY.md": redact_text(output.memory_md, rules=rules).strip() + "\n",
+        "memory_summary.md": summary if summary.endswith("\n") else summary + "\n",
+    }
+    skipped = []
+    for skill in output.skills:
+        # the name is redacted before it becomes a folder, and the folder name again after
+        # (sanitizing must not turn a name into something a secret rule matches)
+        name = skill_dirname(redact_text(skill.name, rules=rules))
+        if name is not None and redact_text(name, rules=rules) != name:
+            name = None
+        if name is None or f"skills/{name}/SKILL.md" in files:
+            skipped.append(redact_text(skill.name, rules=rules))
+            continue
+        files[f"skills/{name}/SKILL.md"] = _skill_file(
+            name,
+            redact_text(skill.description, rules=rules),
+            redact_text(skill.body, rules=rules),
+        )
+    return files, skipped
+
+
+def heuristic_files(project_key: str, selected: pl.DataFrame) -> dict[str, str]:
+    """Every file of a project's folder under the heuristic backend, by path under the
+    output root: pure work on the project's selected memories, so it can run as a task
+    anywhere (``memkiln.flows.consolidate.render_task``)."""
+    folder = project_dirname(project_key)
+    files = {f"{folder}/{k}": v for k, v in deterministic_files(project_key, selected).items()}
+    consolidated = heuristic_consolidation(project_key, selected)
+    return files | {f"{folder}/{k}": v for k, v in consolidated.items()}
 
 
 def render_index(projects: pl.DataFrame) -> str:

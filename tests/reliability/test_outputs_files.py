@@ -20,9 +20,8 @@ from memkiln.flows.extract import extract_store
 from memkiln.flows.ingest import ingest_archive
 from memkiln.io.memory_files import OutputRoot
 from memkiln.io.rules import load_rules
-from memkiln.llm.consolidation import model_files
 from memkiln.settings import Settings
-from memkiln.transforms.consolidate import heuristic_consolidation, with_stems
+from memkiln.transforms.consolidate import heuristic_consolidation, model_files, with_stems
 from memkiln.transforms.outputs import ConsolidationOutput, Skill
 from memkiln.transforms.tokens import count_tokens
 from tests.builders import codex_lines, uid, write_rollout
