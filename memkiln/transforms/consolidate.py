@@ -15,6 +15,7 @@ import polars as pl
 from memkiln.transforms.names import project_dirname, skill_dirname, summary_stem
 from memkiln.transforms.outputs import ConsolidationOutput
 from memkiln.transforms.prompts import CONSOLIDATION_PROMPT_VERSION
+from memkiln.transforms.raw_memory import memory_bullets, memory_tasks
 from memkiln.transforms.redact import RuleSet, redact_text
 from memkiln.transforms.text import clean_text, one_line
 from memkiln.transforms.tokens import count_tokens, truncate_middle
@@ -25,11 +26,6 @@ MEMORY_SUMMARY_MAX_TOKENS = 2_500
 KEY_SHOWN_CHARS = 120
 #: Characters of a cwd, rollout id or title shown on one line of a memory file.
 VALUE_SHOWN_CHARS = 300
-SECTIONS = {
-    "Preference signals": "preferences",
-    "Reusable knowledge": "knowledge",
-    "Failures and how to do differently": "failures",
-}
 SELECTED_COLUMNS = (
     "project_key",
     "rollout_id",
@@ -75,39 +71,6 @@ def with_stems(selected: pl.DataFrame) -> pl.DataFrame:
     return selected.with_columns(stem=pl.Series(stems, dtype=pl.String))
 
 
-def memory_bullets(selected: pl.DataFrame) -> pl.DataFrame:
-    """Every bullet of every raw memory with its section, task and source stem."""
-    lines = (
-        selected.select(
-            "rollout_id", "stem", "updated_at", line=pl.col("raw_memory").str.split("\n")
-        )
-        .explode("line")
-        .with_columns(pl.col("line").str.strip_chars_end())
-    )
-    header = pl.col("line").str.extract(r"^([A-Z][A-Za-z ]+):\s*$", 1)
-    task = pl.col("line").str.extract(r"^### Task \d+:\s*(.*)$", 1)
-    return (
-        lines.with_columns(
-            section=pl.when(task.is_not_null())
-            .then(pl.lit(""))
-            .when(header.is_not_null())
-            .then(header.replace_strict(SECTIONS, default=pl.lit("other"))),
-        )
-        .with_columns(pl.col("section").forward_fill().over("rollout_id"))
-        .filter(
-            pl.col("section").is_in(list(SECTIONS.values())) & pl.col("line").str.starts_with("- ")
-        )
-        .select(
-            "rollout_id",
-            "stem",
-            "updated_at",
-            "section",
-            text=pl.col("line").str.slice(2).str.strip_chars(),
-        )
-        .filter(pl.col("text") != "")
-    )
-
-
 def merge_bullets(bullets: pl.DataFrame) -> pl.DataFrame:
     """Merge near-duplicate bullets (same words, whatever the case, punctuation or order);
     each merged bullet keeps the newest wording and every source."""
@@ -133,31 +96,6 @@ def merge_bullets(bullets: pl.DataFrame) -> pl.DataFrame:
         )
         .with_columns(n_sources=pl.col("sources").list.len())
         .sort(["section", "n_sources", "newest", "text"], descending=[False, True, True, False])
-    )
-
-
-def tasks(selected: pl.DataFrame) -> pl.DataFrame:
-    """Each memory's tasks: title, outcome, group (the memory's first keyword)."""
-    lines = selected.select(
-        "rollout_id", "stem", "updated_at", "raw_memory", line=pl.col("raw_memory").str.split("\n")
-    ).explode("line")
-    titles = lines.with_columns(
-        title=pl.col("line").str.extract(r"^### Task \d+:\s*(.*)$", 1),
-        outcome=pl.col("line").str.extract(r"^task_outcome:\s*(\S+)", 1),
-    )
-    group = (
-        pl.col("raw_memory")
-        .str.extract(r"(?m)^keywords:\s*([^,\n]+)", 1)
-        .str.strip_chars()
-        .str.to_lowercase()
-        .fill_null("general")
-    )
-    return (
-        titles.with_columns(pl.col("outcome").backward_fill().over("rollout_id"))
-        .filter(pl.col("title").is_not_null())
-        .with_columns(group=group)
-        .select("rollout_id", "stem", "updated_at", "group", "title", "outcome")
-        .sort(["group", "updated_at", "title"], descending=[False, True, False])
     )
 
 
@@ -374,7 +312,7 @@ def deterministic_files(project_key: str, selected: pl.DataFrame) -> dict[str, s
 def heuristic_consolidation(project_key: str, selected: pl.DataFrame) -> dict[str, str]:
     """MEMORY.md and memory_summary.md without a model: merged bullets, grouped tasks."""
     merged = merge_bullets(memory_bullets(selected))
-    task_rows = tasks(selected)
+    task_rows = memory_tasks(selected)
     return {
         "MEMORY.md": render_memory_md(project_key, selected, merged, task_rows),
         "memory_summary.md": render_memory_summary(
