@@ -40,6 +40,7 @@ from memkiln.transforms.estimate import (
 from memkiln.transforms.names import project_dirname
 from memkiln.transforms.prompts import build_consolidation_input
 from memkiln.transforms.redact import RuleSet, redact_text
+from memkiln.transforms.states import FailureReason, WriteFailure
 from memkiln.transforms.summaries import ConsolidateSummary
 from memkiln.transforms.text import one_line
 from memkiln.transforms.usage import citation_usage
@@ -54,12 +55,12 @@ GENERATED = ("raw_memories.md", "MEMORY.md", "memory_summary.md", "rollout_summa
 
 #: Why a project's files could not be written: fixed reasons, by the operating system's error.
 WRITE_REASONS = {
-    errno.ENOSPC: "disk_full",
-    errno.EDQUOT: "disk_full",
-    errno.EFBIG: "disk_full",
-    errno.EACCES: "permission_denied",
-    errno.EPERM: "permission_denied",
-    errno.EROFS: "permission_denied",
+    errno.ENOSPC: WriteFailure.DISK_FULL,
+    errno.EDQUOT: WriteFailure.DISK_FULL,
+    errno.EFBIG: WriteFailure.DISK_FULL,
+    errno.EACCES: WriteFailure.PERMISSION_DENIED,
+    errno.EPERM: WriteFailure.PERMISSION_DENIED,
+    errno.EROFS: WriteFailure.PERMISSION_DENIED,
 }
 
 
@@ -68,10 +69,10 @@ def write_failure(exc: Exception, *, rules: RuleSet) -> tuple[str, str]:
     ``unsafe_path`` (a link or a path outside the root), ``disk_full``,
     ``permission_denied``, else ``write_error``."""
     if isinstance(exc, UnsafePathError):
-        reason = "unsafe_path"
+        reason = WriteFailure.UNSAFE_PATH
         detail = str(exc)
     else:
-        reason = WRITE_REASONS.get(getattr(exc, "errno", None) or 0, "write_error")
+        reason = WRITE_REASONS.get(getattr(exc, "errno", None) or 0, WriteFailure.WRITE_ERROR)
         name = getattr(exc, "filename", None)
         detail = f"{getattr(exc, 'strerror', None) or exc}" + (f": {name}" if name else "")
     return reason, redact_text(one_line(detail, 300), rules=rules)
@@ -152,10 +153,10 @@ async def consolidate_project(
         )
         if affordable is not None and not affordable(consolidation_input_tokens(prompt)):
             outcome.status = "deferred"
-            outcome.reason = "budget"
+            outcome.reason = FailureReason.BUDGET
             return outcome
         result = await backend.consolidate(prompt)
-        outcome.requests = int(result.reason != "context_overflow")
+        outcome.requests = int(result.reason != FailureReason.CONTEXT_OVERFLOW)
         outcome.input_tokens, outcome.output_tokens = result.input_tokens, result.output_tokens
         if result.output is None:
             outcome.status = "failed"

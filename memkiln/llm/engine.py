@@ -56,7 +56,13 @@ from memkiln.transforms.estimate import (
 from memkiln.transforms.prompts import STAGE_ONE_PROMPT_VERSION
 from memkiln.transforms.redact import RuleSet, redact_text
 from memkiln.transforms.selection import SelectionPolicy, run_wide_failure_limit, select_candidates
-from memkiln.transforms.states import NOT_ELIGIBLE, RETRY_NOW_REASONS
+from memkiln.transforms.states import (
+    NOT_ELIGIBLE,
+    RETRY_NOW_REASONS,
+    Decision,
+    FailureReason,
+    OutcomeKind,
+)
 from memkiln.transforms.summaries import ExtractSummary
 
 #: A chunk of sessions made ready to send: their requests, and each one's claimed attempt.
@@ -175,7 +181,9 @@ class Extraction:
         summary.considered = decided.height
         summary.decisions = dict(Counter(decided["decision"].to_list()))
         await asyncio.to_thread(self._record_decisions, decided)
-        todo = decided.filter(pl.col("decision") == "take").select("rollout_id", "updated_at")
+        todo = decided.filter(pl.col("decision") == Decision.TAKE).select(
+            "rollout_id", "updated_at"
+        )
         summary.taken = todo.height
         self.reusable = reusable_outputs(
             self.con, prompt_version=STAGE_ONE_PROMPT_VERSION, model=backend.model
@@ -208,7 +216,7 @@ class Extraction:
         estimate = Estimate(
             sessions_found=decided.height,
             sessions_eligible=decided.height - sum(counts[r] for r in NOT_ELIGIBLE),
-            sessions_done=counts["up_to_date"],
+            sessions_done=counts[Decision.UP_TO_DATE],
             sessions_to_do=todo.height,
         )
         requests = tokens_in = tokens_out = 0
@@ -270,8 +278,8 @@ class Extraction:
                 watermarks = dict(chunk.iter_rows())
                 for request in requests:
                     rid = request.rollout_id
-                    done = Finished(Outcome(rid, "reused", input_hash=request.input_hash),
-                                    watermarks[rid], attempts[rid])  # fmt: skip
+                    reused = Outcome(rid, OutcomeKind.REUSED, input_hash=request.input_hash)
+                    done = Finished(reused, watermarks[rid], attempts[rid])
                     window = settings.context_window
                     needed = window and request.prompt.tokens_needed(
                         settings.max_output_tokens, window
@@ -280,9 +288,13 @@ class Extraction:
                         now_done.append(done)
                         continue
                     if needed:
-                        failed = Outcome(rid, "failed", reason="context_overflow",
-                                         detail=f"{needed} tokens needed, window {window}",
-                                         input_hash=request.input_hash)  # fmt: skip
+                        failed = Outcome(
+                            rid,
+                            OutcomeKind.FAILED,
+                            reason=FailureReason.CONTEXT_OVERFLOW,
+                            detail=f"{needed} tokens needed, window {window}",
+                            input_hash=request.input_hash,
+                        )
                         now_done.append(Finished(failed, watermarks[rid], attempts[rid]))
                         continue
                     _, tokens_in, tokens_out = request_tokens(request, self.out_each)
@@ -338,7 +350,7 @@ class Extraction:
                 for request in requests:
                     rid = request.rollout_id
                     if (rid, request.input_hash) in self.reusable:
-                        reused = Outcome(rid, "reused", input_hash=request.input_hash)
+                        reused = Outcome(rid, OutcomeKind.REUSED, input_hash=request.input_hash)
                         self.buffer.append(Finished(reused, watermarks[rid], attempts[rid]))
                         advance(1)
                         continue
@@ -421,7 +433,12 @@ class Extraction:
             result = await self.backend.extract(request)
         except Exception as exc:  # a backend bug must not stop the batch: record it, go on
             detail = redact_text(f"{type(exc).__name__}: {exc}"[:300], rules=self.rules)
-            result = Outcome(request.rollout_id, "failed", reason="internal_error", detail=detail)
+            result = Outcome(
+                request.rollout_id,
+                OutcomeKind.FAILED,
+                reason=FailureReason.INTERNAL_ERROR,
+                detail=detail,
+            )
         finally:
             self.in_flight.pop(request.rollout_id, None)
             slots.release()
@@ -542,7 +559,7 @@ class Extraction:
                 summary.cost_usd += r.cost_usd
 
     def _failed(self) -> int:
-        return sum(n for k, n in self.outcomes.items() if k.startswith("failed"))
+        return sum(n for k, n in self.outcomes.items() if k.startswith(OutcomeKind.FAILED))
 
 
 class _Ahead:
