@@ -7,7 +7,6 @@ project and the writer in ``memkiln.io.memory_files`` decides what changes on di
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from datetime import datetime
 
 import polars as pl
@@ -26,17 +25,6 @@ MEMORY_SUMMARY_MAX_TOKENS = 2_500
 KEY_SHOWN_CHARS = 120
 #: Characters of a cwd, rollout id or title shown on one line of a memory file.
 VALUE_SHOWN_CHARS = 300
-SELECTED_COLUMNS = (
-    "project_key",
-    "rollout_id",
-    "cwd",
-    "updated_at",
-    "raw_memory",
-    "rollout_summary",
-    "rollout_slug",
-    "usage_count",
-    "last_usage",
-)
 
 
 def select_memories(outputs: pl.LazyFrame, usage: pl.LazyFrame, *, limit: int) -> pl.LazyFrame:
@@ -288,18 +276,6 @@ def render_memory_summary(
         rest = rest if rest.endswith("\n") else rest + "\n"
         out = first + rest if count_tokens(first + rest) <= max_tokens else first
     return out
-
-
-@dataclass(frozen=True)
-class ProjectFiles:
-    """The deterministic part (raw memories, summaries) and the consolidated part."""
-
-    deterministic: dict[str, str]
-    consolidated: dict[str, str]
-
-    @property
-    def all(self) -> dict[str, str]:
-        return self.deterministic | self.consolidated
 
 
 def deterministic_files(project_key: str, selected: pl.DataFrame) -> dict[str, str]:
