@@ -123,7 +123,7 @@ def main() -> None:
             summary = extract_store(settings)
             elapsed = time.perf_counter() - started
             cpu = time.process_time() - cpu_started
-            with duckdb.connect(str(settings.db), read_only=True) as con:
+            with duckdb.connect(str(settings.db)) as con:  # build_requests stores segments
                 todo = con.sql("select rollout_id, updated_at from rollouts").pl()
                 prepared = build_requests(con, todo, settings=settings, rules=load_rules())
             baseline = asyncio.run(
