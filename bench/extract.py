@@ -25,9 +25,10 @@ import asyncio  # noqa: E402
 
 import duckdb  # noqa: E402
 
-from memkiln.flows.extract import build_requests, extract_store  # noqa: E402
+from memkiln.flows.extract import extract_store  # noqa: E402
 from memkiln.flows.ingest import ingest_archive  # noqa: E402
 from memkiln.io.rules import load_rules  # noqa: E402
+from memkiln.llm.requests import build_requests  # noqa: E402
 from memkiln.settings import Settings  # noqa: E402
 from tests.builders import make_archive  # noqa: E402
 
@@ -122,7 +123,7 @@ def main() -> None:
             summary = extract_store(settings)
             elapsed = time.perf_counter() - started
             cpu = time.process_time() - cpu_started
-            with duckdb.connect(str(settings.db), read_only=True) as con:
+            with duckdb.connect(str(settings.db)) as con:  # build_requests stores segments
                 todo = con.sql("select rollout_id, updated_at from rollouts").pl()
                 prepared = build_requests(con, todo, settings=settings, rules=load_rules())
             baseline = asyncio.run(

@@ -37,10 +37,8 @@ from memkiln.transforms.report import EXIT_LOCKED, EXIT_OK, EXIT_USAGE, Section
 
 if TYPE_CHECKING:
     from memkiln.flows.backfill import BackfillSummary
-    from memkiln.flows.consolidate import ConsolidateSummary
-    from memkiln.flows.extract import ExtractSummary
-    from memkiln.flows.ingest import IngestSummary
     from memkiln.flows.run import RunSummary
+    from memkiln.transforms.summaries import ConsolidateSummary, ExtractSummary, IngestSummary
 
 try:  # typer >= 0.23 carries its own copy of click
     from typer._click import exceptions as click_errors
@@ -277,7 +275,7 @@ def ingest(
     Files whose path, size and mtime are unchanged since the last ingest are not read again.
     Lines that cannot be read are quarantined with a reason; the run goes on.
     """
-    from memkiln.flows.records import ingest_section
+    from memkiln.transforms.summaries import ingest_section
 
     settings = _settings(locals(), config)
     _check_archive(settings)
@@ -336,7 +334,7 @@ def extract(
     Each session is extracted once per version; an interrupted run is resumed by the next.
     Outcomes (succeeded, succeeded_no_output, failed with a reason) are in stage1_attempts.
     """
-    from memkiln.flows.records import extract_section, notes, run_exit_code
+    from memkiln.transforms.summaries import extract_section, notes, run_exit_code
 
     settings = _settings(locals(), config)
     check_backend(settings)
@@ -392,7 +390,7 @@ def run(
 
     This is what a scheduler runs each night (system cron, or 'memkiln serve').
     """
-    from memkiln.flows.records import (
+    from memkiln.transforms.summaries import (
         consolidate_section,
         extract_section,
         ingest_section,
@@ -466,7 +464,7 @@ def backfill(
     Interrupt it anywhere and run it again: it goes on without redoing finished sessions.
     --dry-run calls no model and estimates tokens and cost; --budget-usd caps the spend.
     """
-    from memkiln.flows.records import (
+    from memkiln.transforms.summaries import (
         consolidate_section,
         extract_section,
         ingest_section,
@@ -555,7 +553,7 @@ def consolidate(
 
     A project whose memories did not change since its last consolidation is not touched.
     """
-    from memkiln.flows.records import consolidate_section, notes, run_exit_code
+    from memkiln.transforms.summaries import consolidate_section, notes, run_exit_code
 
     settings = _settings(locals(), config)
     check_backend(settings)
@@ -753,7 +751,7 @@ def show(
 
     A name that matches several projects, or none, is an error that lists the candidates.
     """
-    from memkiln.flows.status import memory_summary
+    from memkiln.io.status import memory_summary
 
     settings = _settings(locals(), config)
     sys.stdout.write(memory_summary(settings.db, settings.out, project))
@@ -780,8 +778,8 @@ def render_input(
     The message goes to stdout; the token count and the truncation decision go to stderr.
     Nothing is stored and no model is called: this is the audit of what a model would see.
     """
-    from memkiln.io.preview import stage_one_input_for_file
     from memkiln.io.rules import load_rules
+    from memkiln.llm.requests import stage_one_input_for_file
 
     settings = _settings({"context_window": context_window}, config)
     result, facts = stage_one_input_for_file(
@@ -854,7 +852,7 @@ StatusJsonOpt = Annotated[
 def status(as_json: StatusJsonOpt = False, db: DbOpt = None, config: ConfigOpt = None) -> None:
     """Show the state of the store: job states, projects, the last runs and the top failure
     reasons. Reads the copy published for readers, so it answers while a run writes."""
-    from memkiln.flows.status import print_json, print_status, status_report
+    from memkiln.io.status import print_json, print_status, status_report
 
     report = status_report(_settings(locals(), config).db)
     if as_json:
@@ -866,7 +864,7 @@ def status(as_json: StatusJsonOpt = False, db: DbOpt = None, config: ConfigOpt =
 @app.command()
 def projects(as_json: StatusJsonOpt = False, db: DbOpt = None, config: ConfigOpt = None) -> None:
     """List the projects: sessions, items, last activity and memories, most recent first."""
-    from memkiln.flows.status import print_json, print_projects, project_list
+    from memkiln.io.status import print_json, print_projects, project_list
 
     rows = project_list(_settings(locals(), config).db)
     if as_json:

@@ -22,12 +22,6 @@ INGEST_DUCKDB_MEMORY = "256MB"
 #: Characters of a bad line kept, redacted, in the quarantine table.
 QUARANTINE_EXCERPT_CHARS = 200
 
-#: Bytes read from the head of a file to recognise its format.
-FORMAT_SNIFF_BYTES = 256 * 1024
-
-#: Lines looked at, from the head of a file, to recognise its format.
-FORMAT_SNIFF_LINES = 50
-
 #: A JSON string value made of this many base64 characters or more is a blob (encrypted
 #: reasoning, inline image data): it is replaced by a size note before anything is stored.
 BLOB_MIN_CHARS = 512

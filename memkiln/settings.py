@@ -36,10 +36,6 @@ from memkiln.transforms.prompts import STAGE_ONE_MAX_OUTPUT_TOKENS
 DEFAULT_DB = Path("data/memkiln.duckdb")
 DEFAULT_OUT = Path("data/memories")
 
-#: Session sources a user may name (Codex's ``SessionSource`` values; the other formats are
-#: mapped onto them). Sub-agent sessions are never extracted, so ``subagent`` is not one.
-KNOWN_SOURCES = ("cli", "vscode", "exec", "mcp", "unknown")
-
 #: Fields holding paths: relative paths in a config file are taken from the file's folder.
 PATH_FIELDS = ("db", "archive", "out")
 

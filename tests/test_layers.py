@@ -11,8 +11,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "memkiln"
 
 #: layer -> the memkiln layers it must not import
 FORBIDDEN = {
-    "transforms": ("memkiln.io", "memkiln.flows", "memkiln.cli"),
-    "io": ("memkiln.flows", "memkiln.cli"),
+    "transforms": ("memkiln.io", "memkiln.llm", "memkiln.flows", "memkiln.cli"),
+    "io": ("memkiln.llm", "memkiln.flows", "memkiln.cli"),
+    "llm": ("memkiln.flows", "memkiln.cli"),
     "flows": ("memkiln.cli",),
 }
 

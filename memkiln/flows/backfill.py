@@ -19,24 +19,26 @@ from typing import TypeVar
 from prefect import flow
 
 from memkiln.errors import ConfigError
-from memkiln.flows.consolidate import ConsolidateSummary, consolidate_store, consolidate_task
+from memkiln.flows.consolidate import consolidate_store, consolidate_task
 from memkiln.flows.ephemeral import stoppable
-from memkiln.flows.extract import ExtractSummary, extract_store, extract_task
-from memkiln.flows.ingest import IngestSummary, check_archive, ingest_archive, ingest_task
-from memkiln.flows.records import (
-    consolidate_section,
-    extract_section,
-    flow_run_id,
-    ingest_section,
-    notes,
-    publish,
-)
+from memkiln.flows.extract import extract_store, extract_task
+from memkiln.flows.ingest import check_archive, ingest_archive, ingest_task
 from memkiln.flows.run import dry_run_estimate, merge_counters
+from memkiln.io.artifacts import flow_run_id, publish
 from memkiln.io.lock import hold_store
 from memkiln.io.progress import Reporter
 from memkiln.io.store import linked_runs, recorded_parent_run
 from memkiln.settings import Options, Settings
 from memkiln.transforms.estimate import Estimate
+from memkiln.transforms.summaries import (
+    ConsolidateSummary,
+    ExtractSummary,
+    IngestSummary,
+    consolidate_section,
+    extract_section,
+    ingest_section,
+    notes,
+)
 
 #: A dry run looks at every batch at once: the per-run limit is lifted to this.
 ALL_SESSIONS = 2**62

@@ -16,7 +16,6 @@ few seconds) and at the end (``memkiln.io.snapshot``).
 from collections import Counter
 from collections.abc import Callable, Generator, Sequence
 from contextlib import closing
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -29,8 +28,8 @@ from prefect.futures import PrefectFuture
 from memkiln.constants import INGEST_BATCH_FILES, INGEST_DUCKDB_MEMORY
 from memkiln.errors import ConfigError
 from memkiln.flows.ephemeral import stoppable
-from memkiln.flows.records import ingest_section, phase_of, publish
 from memkiln.io.archive import discover, path_key
+from memkiln.io.artifacts import phase_of, publish
 from memkiln.io.loader import (
     BatchResult,
     PreparedBatch,
@@ -50,40 +49,9 @@ from memkiln.transforms.plan import FOUND_SCHEMA, batches, plan_files
 
 #: Turns the batches of a run into prepared batches, in order (a worker thread by default).
 from memkiln.transforms.redact import RuleSet, redact_text
+from memkiln.transforms.summaries import IngestSummary, ingest_section
 
 Preparer = Callable[..., Generator[tuple[pl.DataFrame, PreparedBatch], None, None]]
-
-
-@dataclass
-class IngestSummary:
-    """Counts of one ingest run (also stored in the ``runs`` table)."""
-
-    run_id: str = ""
-    files_seen: int = 0
-    files_new: int = 0
-    files_changed: int = 0
-    files_skipped: int = 0
-    files_failed: int = 0
-    bytes_read: int = 0
-    rollouts: int = 0
-    items: int = 0
-    quarantined: int = 0
-    statuses: dict[str, int] = field(default_factory=dict)
-    hits: dict[str, int] = field(default_factory=dict)
-
-    def counters(self) -> dict[str, float]:
-        return {
-            "files_seen": self.files_seen,
-            "files_new": self.files_new,
-            "files_changed": self.files_changed,
-            "files_skipped": self.files_skipped,
-            "files_failed": self.files_failed,
-            "bytes_read": self.bytes_read,
-            "rollouts": self.rollouts,
-            "items": self.items,
-            "quarantined": self.quarantined,
-            "secrets_redacted": sum(self.hits.values()),
-        }
 
 
 def check_archive(archive: Path) -> Path:

@@ -17,26 +17,28 @@ from datetime import UTC, datetime
 from prefect import flow
 
 from memkiln.errors import ConfigError
-from memkiln.flows.consolidate import ConsolidateSummary, consolidate_store, consolidate_task
+from memkiln.flows.consolidate import consolidate_store, consolidate_task
 from memkiln.flows.ephemeral import stoppable
-from memkiln.flows.extract import ExtractSummary, extract_store, extract_task
-from memkiln.flows.ingest import IngestSummary, check_archive, ingest_archive, ingest_task
-from memkiln.flows.records import (
-    consolidate_section,
-    extract_section,
-    flow_run_id,
-    ingest_section,
-    notes,
-    publish,
-)
-from memkiln.io.backends import HEURISTIC_MODEL
+from memkiln.flows.extract import extract_store, extract_task
+from memkiln.flows.ingest import check_archive, ingest_archive, ingest_task
+from memkiln.io.artifacts import flow_run_id, publish
 from memkiln.io.lock import hold_store
 from memkiln.io.prices import PriceBook
 from memkiln.io.progress import Reporter
 from memkiln.io.store import Counters, linked_runs, open_store, recorded_parent_run
 from memkiln.io.usage import consolidation_estimate, record_estimate
+from memkiln.llm.backends import HEURISTIC_MODEL
 from memkiln.settings import Options, Settings
 from memkiln.transforms.estimate import DEFAULT_STAGE_ONE_OUTPUT_TOKENS, Estimate
+from memkiln.transforms.summaries import (
+    ConsolidateSummary,
+    ExtractSummary,
+    IngestSummary,
+    consolidate_section,
+    extract_section,
+    ingest_section,
+    notes,
+)
 
 
 @dataclass

@@ -248,8 +248,3 @@ def selection_reasons(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str, in
     ``memkiln status`` shows as the count of sessions per reason."""
     rows = con.execute(sql("selection_reasons")).fetchall()
     return [(str(d), str(r), int(n)) for d, r, n in rows]
-
-
-def sessions_without_memory(con: duckdb.DuckDBPyConnection) -> pl.DataFrame:
-    """Every session (and file that gave none) without a memory, with the reason why."""
-    return fetch_pl(con, sql("sessions_without_memory"))

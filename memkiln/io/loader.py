@@ -93,7 +93,7 @@ class BatchResult:
 
 @dataclass
 class PreparedBatch:
-    """A batch read and normalized, ready to be written (steps 1-5 of ``load_batch``)."""
+    """A batch read and normalized, ready to be written (``prepare_batch``)."""
 
     files: pl.DataFrame  # file_id, path, compression, size, mtime_ns, content_hash, status
     norm: Normalized
@@ -151,17 +151,6 @@ def prepare_batch_ipc(batch_ipc: bytes) -> dict[str, Any]:
         return prepare_batch(parser, batch, rules=load_rules()).to_ipc()
     finally:
         parser.close()
-
-
-def load_batch(
-    con: duckdb.DuckDBPyConnection,
-    batch: pl.DataFrame,
-    *,
-    rules: RuleSet,
-    run_id: str,
-) -> BatchResult:
-    """Ingest the files of ``batch`` (``path, size, mtime_ns, file_id, action``)."""
-    return write_batch(con, prepare_batch(con, batch, rules=rules), run_id=run_id)
 
 
 def prepare_batch(

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import duckdb
 
-from memkiln.io.consolidator import prompt_tokens
 from memkiln.io.prices import PriceBook
 from memkiln.io.store import execute, now, sql
 from memkiln.transforms.estimate import (
     CONSOLIDATION_MAX_OUTPUT,
     DEFAULT_CONSOLIDATION_OUTPUT_TOKENS,
     Estimate,
+    consolidation_input_tokens,
     expected_output_tokens,
 )
 from memkiln.transforms.prompts import build_consolidation_input
@@ -117,7 +117,7 @@ def consolidation_estimate(
     estimate.projects_to_do = len(rows)
     if backend == "heuristic":
         return estimate
-    base = prompt_tokens(
+    base = consolidation_input_tokens(
         build_consolidation_input(
             project_key="unknown-project",
             current_memory=None,

@@ -6,12 +6,16 @@ project and the writer in ``memkiln.io.memory_files`` decides what changes on di
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import hashlib
 from datetime import datetime
 
 import polars as pl
 
-from memkiln.transforms.names import summary_stem
+from memkiln.transforms.names import project_dirname, skill_dirname, summary_stem
+from memkiln.transforms.outputs import ConsolidationOutput
+from memkiln.transforms.prompts import CONSOLIDATION_PROMPT_VERSION
+from memkiln.transforms.raw_memory import memory_bullets, memory_tasks
+from memkiln.transforms.redact import RuleSet, redact_text
 from memkiln.transforms.text import clean_text, one_line
 from memkiln.transforms.tokens import count_tokens, truncate_middle
 
@@ -21,22 +25,6 @@ MEMORY_SUMMARY_MAX_TOKENS = 2_500
 KEY_SHOWN_CHARS = 120
 #: Characters of a cwd, rollout id or title shown on one line of a memory file.
 VALUE_SHOWN_CHARS = 300
-SECTIONS = {
-    "Preference signals": "preferences",
-    "Reusable knowledge": "knowledge",
-    "Failures and how to do differently": "failures",
-}
-SELECTED_COLUMNS = (
-    "project_key",
-    "rollout_id",
-    "cwd",
-    "updated_at",
-    "raw_memory",
-    "rollout_summary",
-    "rollout_slug",
-    "usage_count",
-    "last_usage",
-)
 
 
 def select_memories(outputs: pl.LazyFrame, usage: pl.LazyFrame, *, limit: int) -> pl.LazyFrame:
@@ -71,39 +59,6 @@ def with_stems(selected: pl.DataFrame) -> pl.DataFrame:
     return selected.with_columns(stem=pl.Series(stems, dtype=pl.String))
 
 
-def memory_bullets(selected: pl.DataFrame) -> pl.DataFrame:
-    """Every bullet of every raw memory with its section, task and source stem."""
-    lines = (
-        selected.select(
-            "rollout_id", "stem", "updated_at", line=pl.col("raw_memory").str.split("\n")
-        )
-        .explode("line")
-        .with_columns(pl.col("line").str.strip_chars_end())
-    )
-    header = pl.col("line").str.extract(r"^([A-Z][A-Za-z ]+):\s*$", 1)
-    task = pl.col("line").str.extract(r"^### Task \d+:\s*(.*)$", 1)
-    return (
-        lines.with_columns(
-            section=pl.when(task.is_not_null())
-            .then(pl.lit(""))
-            .when(header.is_not_null())
-            .then(header.replace_strict(SECTIONS, default=pl.lit("other"))),
-        )
-        .with_columns(pl.col("section").forward_fill().over("rollout_id"))
-        .filter(
-            pl.col("section").is_in(list(SECTIONS.values())) & pl.col("line").str.starts_with("- ")
-        )
-        .select(
-            "rollout_id",
-            "stem",
-            "updated_at",
-            "section",
-            text=pl.col("line").str.slice(2).str.strip_chars(),
-        )
-        .filter(pl.col("text") != "")
-    )
-
-
 def merge_bullets(bullets: pl.DataFrame) -> pl.DataFrame:
     """Merge near-duplicate bullets (same words, whatever the case, punctuation or order);
     each merged bullet keeps the newest wording and every source."""
@@ -129,31 +84,6 @@ def merge_bullets(bullets: pl.DataFrame) -> pl.DataFrame:
         )
         .with_columns(n_sources=pl.col("sources").list.len())
         .sort(["section", "n_sources", "newest", "text"], descending=[False, True, True, False])
-    )
-
-
-def tasks(selected: pl.DataFrame) -> pl.DataFrame:
-    """Each memory's tasks: title, outcome, group (the memory's first keyword)."""
-    lines = selected.select(
-        "rollout_id", "stem", "updated_at", "raw_memory", line=pl.col("raw_memory").str.split("\n")
-    ).explode("line")
-    titles = lines.with_columns(
-        title=pl.col("line").str.extract(r"^### Task \d+:\s*(.*)$", 1),
-        outcome=pl.col("line").str.extract(r"^task_outcome:\s*(\S+)", 1),
-    )
-    group = (
-        pl.col("raw_memory")
-        .str.extract(r"(?m)^keywords:\s*([^,\n]+)", 1)
-        .str.strip_chars()
-        .str.to_lowercase()
-        .fill_null("general")
-    )
-    return (
-        titles.with_columns(pl.col("outcome").backward_fill().over("rollout_id"))
-        .filter(pl.col("title").is_not_null())
-        .with_columns(group=group)
-        .select("rollout_id", "stem", "updated_at", "group", "title", "outcome")
-        .sort(["group", "updated_at", "title"], descending=[False, True, False])
     )
 
 
@@ -348,18 +278,6 @@ def render_memory_summary(
     return out
 
 
-@dataclass(frozen=True)
-class ProjectFiles:
-    """The deterministic part (raw memories, summaries) and the consolidated part."""
-
-    deterministic: dict[str, str]
-    consolidated: dict[str, str]
-
-    @property
-    def all(self) -> dict[str, str]:
-        return self.deterministic | self.consolidated
-
-
 def deterministic_files(project_key: str, selected: pl.DataFrame) -> dict[str, str]:
     files = {"raw_memories.md": render_raw_memories(project_key, selected)}
     for row in selected.iter_rows(named=True):
@@ -370,13 +288,69 @@ def deterministic_files(project_key: str, selected: pl.DataFrame) -> dict[str, s
 def heuristic_consolidation(project_key: str, selected: pl.DataFrame) -> dict[str, str]:
     """MEMORY.md and memory_summary.md without a model: merged bullets, grouped tasks."""
     merged = merge_bullets(memory_bullets(selected))
-    task_rows = tasks(selected)
+    task_rows = memory_tasks(selected)
     return {
         "MEMORY.md": render_memory_md(project_key, selected, merged, task_rows),
         "memory_summary.md": render_memory_summary(
             project_key, merged, task_rows, max_tokens=MEMORY_SUMMARY_MAX_TOKENS
         ),
     }
+
+
+def input_hash(selected: pl.DataFrame, *, backend: str, model: str) -> str:
+    """Everything a project's files depend on, hashed: a project with the same hash is left
+    alone."""
+    digest = hashlib.sha256(f"{backend}\0{model}\0{CONSOLIDATION_PROMPT_VERSION}".encode())
+    ordered = selected.sort("rollout_id").select(
+        "rollout_id", "stem", "rank", "cwd", "input_hash", "raw_memory", "rollout_summary"
+    )
+    for row in ordered.iter_rows():
+        digest.update("\0".join("" if v is None else str(v) for v in row).encode())
+        digest.update(b"\1")
+    return digest.hexdigest()
+
+
+def _skill_file(name: str, description: str, body: str) -> str:
+    described = " ".join(description.split())
+    return f"---\nname: {name}\ndescription: {described}\n---\n\n{body.strip()}\n"
+
+
+def model_files(output: ConsolidationOutput, *, rules: RuleSet) -> tuple[dict[str, str], list[str]]:
+    """The files of a model's answer, redacted, with safe names; and the skipped names."""
+    summary = redact_text(output.memory_summary_md, rules=rules).strip()
+    if not summary.startswith("v1"):
+        summary = "v1\n" + summary
+    summary, _ = truncate_middle(summary + "\n", MEMORY_SUMMARY_MAX_TOKENS)
+    files = {
+        "MEMORY.md": redact_text(output.memory_md, rules=rules).strip() + "\n",
+        "memory_summary.md": summary if summary.endswith("\n") else summary + "\n",
+    }
+    skipped = []
+    for skill in output.skills:
+        # the name is redacted before it becomes a folder, and the folder name again after
+        # (sanitizing must not turn a name into something a secret rule matches)
+        name = skill_dirname(redact_text(skill.name, rules=rules))
+        if name is not None and redact_text(name, rules=rules) != name:
+            name = None
+        if name is None or f"skills/{name}/SKILL.md" in files:
+            skipped.append(redact_text(skill.name, rules=rules))
+            continue
+        files[f"skills/{name}/SKILL.md"] = _skill_file(
+            name,
+            redact_text(skill.description, rules=rules),
+            redact_text(skill.body, rules=rules),
+        )
+    return files, skipped
+
+
+def heuristic_files(project_key: str, selected: pl.DataFrame) -> dict[str, str]:
+    """Every file of a project's folder under the heuristic backend, by path under the
+    output root: pure work on the project's selected memories, so it can run as a task
+    anywhere (``memkiln.flows.consolidate.render_task``)."""
+    folder = project_dirname(project_key)
+    files = {f"{folder}/{k}": v for k, v in deterministic_files(project_key, selected).items()}
+    consolidated = heuristic_consolidation(project_key, selected)
+    return files | {f"{folder}/{k}": v for k, v in consolidated.items()}
 
 
 def render_index(projects: pl.DataFrame) -> str:

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from memkiln.transforms.prompts import StageOneInput
+from memkiln.transforms.prompts import ConsolidationInput, StageOneInput
 from memkiln.transforms.report import Row, Section
+from memkiln.transforms.tokens import count_tokens
 
 #: Tokens of a chat request besides its two messages' texts: 3 per message and 3 that prime
 #: the reply, as OpenAI counts chat requests.
@@ -23,6 +24,11 @@ DEFAULT_CONSOLIDATION_OUTPUT_TOKENS = 3_000
 def request_input_tokens(prompt: StageOneInput) -> int:
     """Input tokens of a stage-one request: both messages and the chat overhead."""
     return prompt.system_tokens + prompt.user_tokens + CHAT_OVERHEAD_TOKENS
+
+
+def consolidation_input_tokens(prompt: ConsolidationInput) -> int:
+    """Input tokens of a phase-2 request (both messages and the chat overhead)."""
+    return count_tokens(prompt.system) + count_tokens(prompt.user) + CHAT_OVERHEAD_TOKENS
 
 
 def expected_output_tokens(past_mean: float | None, *, default: int, limit: int) -> int:

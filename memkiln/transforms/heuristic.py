@@ -29,6 +29,7 @@ from datetime import datetime
 import polars as pl
 
 from memkiln.transforms.outputs import NOOP, StageOneOutput
+from memkiln.transforms.raw_memory import RawMemory, RawTask, write_raw_memory
 from memkiln.transforms.segments import GAP_MINUTES, MAX_TURNS, TOPIC_SWITCH, assign_segments
 from memkiln.transforms.text import one_line
 
@@ -592,27 +593,21 @@ def extract_heuristic(
     def section(name: str, lines: list[str]) -> list[str]:
         return [f"{name}:", *[f"- {x}" for x in lines], ""] if lines else []
 
-    raw = [
-        "---",
-        f"description: {_clip(task, 160)}",
-        f"task_outcome: {_overall(tasks)}",
-        f"cwd: {cwd}",
-        f"keywords: {', '.join(keywords)}",
-        "---",
-    ]
+    raw_tasks = []
     summary = [f"# {title}", "", f"Rollout context: {cwd}, last updated {when}", ""]
     for n, t in enumerate(tasks, start=1):
         references = [f"rollout {one_line(facts.rollout_id, 300)}"] if n == 1 else []
         references += [f"file {_clip(f, 300)}" for f in t.files[:6]]
-        raw += [
-            f"### Task {n}: {t.title}",
-            f"task_outcome: {t.outcome}",
-            "",
-            *section("Preference signals", t.preferences),
-            *section("Reusable knowledge", t.knowledge),
-            *section("Failures and how to do differently", t.failures),
-            *section("References", references),
-        ]
+        raw_tasks.append(
+            RawTask(
+                title=t.title,
+                outcome=t.outcome,
+                preferences=tuple(t.preferences),
+                knowledge=tuple(t.knowledge),
+                failures=tuple(t.failures),
+                references=tuple(references),
+            )
+        )
         steps = [f"User asked: {_clip(t.requests[0], 300)}"]
         steps += [f"Follow-up: {_clip(f, 200)}" for f in t.requests[1:6]]
         if t.commands:
@@ -628,8 +623,15 @@ def extract_heuristic(
             *section("Things that did not work", t.failures),
             *section("Reusable knowledge", t.knowledge),
         ]
+    raw = RawMemory(
+        description=_clip(task, 160),
+        task_outcome=_overall(tasks),
+        cwd=cwd,
+        keywords=tuple(keywords),
+        tasks=tuple(raw_tasks),
+    )
     return StageOneOutput(
-        raw_memory="\n".join(raw).rstrip() + "\n",
+        raw_memory=write_raw_memory(raw),
         rollout_summary="\n".join(summary).rstrip() + "\n",
         rollout_slug=slug_for(title),
     )

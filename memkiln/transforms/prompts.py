@@ -11,6 +11,7 @@ from functools import cache, cached_property
 
 import jinja2
 
+from memkiln.transforms.raw_memory import format_description
 from memkiln.transforms.text import escaped_line
 from memkiln.transforms.tokens import Truncation, count_tokens, stage_one_budget, truncate_middle
 
@@ -40,6 +41,14 @@ def environment() -> jinja2.Environment:
         keep_trailing_newline=True,
         auto_reload=False,
     )
+
+
+@cache
+def stage_one_system() -> str:
+    """The stage-one system prompt, with the raw-memory format it asks for written by
+    ``memkiln.transforms.raw_memory`` (the format's one owner)."""
+    template = environment().get_template("stage_one_system.md")
+    return template.render(raw_memory_format=format_description())
 
 
 @dataclass(frozen=True)
@@ -106,7 +115,7 @@ def build_stage_one_input(
     env = environment()
     template = env.get_template("stage_one_input.md")
     fields = {**_header(rollout_path, rollout_cwd), "part": part}
-    system = env.get_template("stage_one_system.md").render()
+    system = stage_one_system()
     frame = template.render(**fields, rollout_contents="")
     budget = _contents_budget(system, frame, context_window, max_output_tokens)
     contents = escape_block(rollout_contents)
@@ -165,7 +174,7 @@ def build_stage_one_merge_input(
     env = environment()
     template = env.get_template("stage_one_merge_input.md")
     fields = _header(rollout_path, rollout_cwd)
-    system = env.get_template("stage_one_system.md").render()
+    system = stage_one_system()
     frame = template.render(**fields, partials="")
     budget = _contents_budget(system, frame, context_window, max_output_tokens)
     contents, truncation = truncate_middle(escape_block(partials), budget)

@@ -21,8 +21,8 @@ from memkiln.flows.backfill import backfill_job
 from memkiln.flows.extract import extract_store
 from memkiln.flows.ingest import ingest_archive
 from memkiln.flows.run import run_job
-from memkiln.io.jobs import selection_reasons, sessions_without_memory
-from memkiln.io.store import open_store
+from memkiln.io.jobs import selection_reasons
+from memkiln.io.store import fetch_pl, open_store, sql
 from memkiln.settings import Settings
 from memkiln.transforms.tokens import count_tokens
 from tests.builders import codex_lines, make_archive, uid, write_rollout
@@ -129,7 +129,7 @@ def test_a_session_without_remote_or_cwd_lands_in_the_unknown_project_folder(
 def explain(db: Path) -> dict[str | None, str]:
     con = open_store(db, read_only=True)
     try:
-        frame = sessions_without_memory(con)
+        frame = fetch_pl(con, sql("sessions_without_memory"))
     finally:
         con.close()
     return dict(frame.select("rollout_id", "reason").iter_rows())

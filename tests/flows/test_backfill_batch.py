@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-import memkiln.flows.extract as extract_flow
+import memkiln.llm.engine as engine
 from memkiln.flows.backfill import backfill_job
 from memkiln.settings import Settings
 from tests.fake_openai import FakeOpenAI, Reply
@@ -82,7 +82,7 @@ def test_a_batch_whose_outcomes_fail_to_be_written_is_applied_once_by_the_next_r
     def dies(con: duckdb.DuckDBPyConnection) -> None:
         raise RuntimeError("killed while the batch's outcomes were written")
 
-    monkeypatch.setattr(extract_flow, "mark_applied", dies)
+    monkeypatch.setattr(engine, "mark_applied", dies)
     with pytest.raises(RuntimeError):
         backfill_job(s)
     assert rows(s.db, "select count(*) from stage1_attempts") == [(0,)]

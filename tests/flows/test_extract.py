@@ -15,11 +15,12 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from memkiln.flows.extract import ExtractSummary, extract_store
+from memkiln.flows.extract import extract_store
 from memkiln.flows.ingest import ingest_archive
 from memkiln.io.jobs import claim_many, release_orphans
 from memkiln.io.store import fetch_pl, open_store
 from memkiln.settings import Settings
+from memkiln.transforms.summaries import ExtractSummary
 from tests.builders import codex_lines, make_archive, uid, write_rollout
 from tests.fake_openai import FakeOpenAI, Reply, last_user_text
 

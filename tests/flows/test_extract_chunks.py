@@ -14,9 +14,9 @@ import pytest
 
 from memkiln.flows.extract import extract_store
 from memkiln.flows.ingest import ingest_archive
-from memkiln.flows.records import extract_section
 from memkiln.io.prices import PriceBook
 from memkiln.settings import Settings
+from memkiln.transforms.summaries import extract_section
 from tests.builders import ts, uid
 from tests.fake_openai import FakeOpenAI, Reply, last_user_text
 

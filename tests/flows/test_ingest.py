@@ -11,9 +11,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from memkiln.flows.ingest import IngestSummary, ingest_archive
+from memkiln.flows.ingest import ingest_archive
 from memkiln.io.store import table_counts
 from memkiln.settings import Settings
+from memkiln.transforms.summaries import IngestSummary
 
 
 def run_ingest(archive: Path, db: Path, **kw: int) -> IngestSummary:

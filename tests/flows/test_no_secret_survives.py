@@ -12,8 +12,8 @@ import pytest
 
 from memkiln.flows.extract import extract_store
 from memkiln.flows.ingest import ingest_archive
-from memkiln.io.preview import stage_one_input_for_file
 from memkiln.io.rules import load_rules
+from memkiln.llm.requests import stage_one_input_for_file
 from memkiln.settings import Settings
 from tests.transforms.test_redact import (
     FIXTURE_SECRETS,

@@ -13,8 +13,8 @@ import pytest
 
 from memkiln.flows.extract import extract_store
 from memkiln.flows.ingest import ingest_archive
-from memkiln.io.preview import stage_one_input_for_file
 from memkiln.io.rules import load_rules
+from memkiln.llm.requests import stage_one_input_for_file
 from memkiln.settings import Settings
 from memkiln.transforms.tokens import count_tokens
 from tests.fake_openai import FakeOpenAI

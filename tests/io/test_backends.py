@@ -11,9 +11,9 @@ import polars as pl
 import pytest
 from pydantic import ValidationError
 
-from memkiln.io.backends import DaemonThreads, OpenAIBackend, Request, read_answer
 from memkiln.io.jobs import Outcome
 from memkiln.io.rules import load_rules
+from memkiln.llm.backends import DaemonThreads, OpenAIBackend, Request, read_answer
 from memkiln.settings import Settings
 from memkiln.transforms.heuristic import RolloutFacts
 from memkiln.transforms.prompts import build_stage_one_input

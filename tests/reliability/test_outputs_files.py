@@ -18,11 +18,10 @@ import pytest
 from memkiln.flows.consolidate import consolidate_store
 from memkiln.flows.extract import extract_store
 from memkiln.flows.ingest import ingest_archive
-from memkiln.io.consolidator import model_files
 from memkiln.io.memory_files import OutputRoot
 from memkiln.io.rules import load_rules
 from memkiln.settings import Settings
-from memkiln.transforms.consolidate import heuristic_consolidation, with_stems
+from memkiln.transforms.consolidate import heuristic_consolidation, model_files, with_stems
 from memkiln.transforms.outputs import ConsolidationOutput, Skill
 from memkiln.transforms.tokens import count_tokens
 from tests.builders import codex_lines, uid, write_rollout
@@ -159,18 +158,14 @@ def big_project(n: int) -> pl.DataFrame:
 
 
 def test_memory_summary_of_a_large_project_is_cut_to_2500_tokens() -> None:
-    from memkiln.transforms.consolidate import (
-        memory_bullets,
-        merge_bullets,
-        render_memory_summary,
-        tasks,
-    )
+    from memkiln.transforms.consolidate import merge_bullets, render_memory_summary
+    from memkiln.transforms.raw_memory import memory_bullets, memory_tasks
 
     selected = big_project(256)
     uncapped = render_memory_summary(
         "github.com/acme/shop",
         merge_bullets(memory_bullets(selected)),
-        tasks(selected),
+        memory_tasks(selected),
         max_tokens=10**9,
     )
     assert count_tokens(uncapped) > 10_000  # the project is large enough for the cap to bite

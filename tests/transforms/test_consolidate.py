@@ -7,13 +7,13 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 
 from memkiln.transforms.consolidate import (
-    memory_bullets,
     merge_bullets,
     render_memory_summary,
     select_memories,
     with_stems,
 )
 from memkiln.transforms.names import hash4, sanitize_slug, summary_stem, uuid_time
+from memkiln.transforms.raw_memory import memory_bullets
 from memkiln.transforms.usage import citation_usage
 
 T = datetime(2026, 10, 1, tzinfo=UTC)

@@ -15,14 +15,13 @@ import polars as pl
 from memkiln.transforms.consolidate import (
     deterministic_files,
     heuristic_consolidation,
-    memory_bullets,
     merge_bullets,
     render_index,
     render_memory_summary,
     select_memories,
-    tasks,
     with_stems,
 )
+from memkiln.transforms.raw_memory import memory_bullets, memory_tasks
 from memkiln.transforms.tokens import count_tokens
 
 T = datetime(2026, 10, 1, 9, 30, tzinfo=UTC)
@@ -228,7 +227,7 @@ def test_the_index_lists_projects_in_order_and_keeps_the_table_whole() -> None:
 def _summary(max_tokens: int) -> str:
     sel = selected()
     return render_memory_summary(
-        KEY, merge_bullets(memory_bullets(sel)), tasks(sel), max_tokens=max_tokens
+        KEY, merge_bullets(memory_bullets(sel)), memory_tasks(sel), max_tokens=max_tokens
     )
 
 

@@ -8,8 +8,8 @@ from importlib import resources
 import openai
 import pytest
 
-from memkiln.io.backends import failure_reason
-from memkiln.io.batch import status_reason
+from memkiln.llm.backends import failure_reason
+from memkiln.llm.batch import status_reason
 from memkiln.transforms.states import (
     NOT_ELIGIBLE,
     RETRY_NOW_REASONS,

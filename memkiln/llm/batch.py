@@ -24,10 +24,11 @@ import openai
 import polars as pl
 from pydantic import ValidationError
 
-from memkiln.io.backends import OpenAIBackend, Request, finalize
 from memkiln.io.jobs import Finished, Outcome
 from memkiln.io.store import execute, now, transaction
+from memkiln.llm.backends import OpenAIBackend, Request, finalize
 from memkiln.transforms.redact import redact_text
+from memkiln.transforms.states import FailureReason, OutcomeKind
 from memkiln.transforms.text import clean_text
 
 OWNER_PREFIX = "batch:"
@@ -43,7 +44,7 @@ class OpenAIBatchBackend(OpenAIBackend):
     name = "openai-batch"
 
     async def extract(self, request: Request) -> Outcome:  # pragma: no cover - not per request
-        raise NotImplementedError("openai-batch sends batches: see memkiln.io.batch.submit")
+        raise NotImplementedError("openai-batch sends batches: see memkiln.llm.batch.submit")
 
     def line(self, request: Request) -> dict[str, Any]:
         path, body = self.request_body(request.prompt)
@@ -56,9 +57,13 @@ class OpenAIBatchBackend(OpenAIBackend):
 
     def outcome(self, rollout_id: str, item: dict[str, Any] | None, input_hash: str) -> Outcome:
         """The outcome of one line of a batch's output or error file (None: no answer)."""
-        base = Outcome(rollout_id, "failed", input_hash=input_hash, started_at=now(), sent=True)
+        base = Outcome(
+            rollout_id, OutcomeKind.FAILED, input_hash=input_hash, started_at=now(), sent=True
+        )
         if item is None:
-            return replace(base, reason="batch_unanswered", detail="no answer in the batch")
+            return replace(
+                base, reason=FailureReason.BATCH_UNANSWERED, detail="no answer in the batch"
+            )
         response = item.get("response") or {}
         status = int(response.get("status_code") or 0)
         if item.get("error") or status != 200:
@@ -70,7 +75,7 @@ class OpenAIBatchBackend(OpenAIBackend):
             parsed, tokens_in, tokens_out = self.judge(json.dumps(response.get("body")).encode())
         except ValidationError as exc:
             where = ".".join(str(p) for p in exc.errors()[0]["loc"]) or "<root>"
-            return replace(base, reason="invalid_json", detail=f"response body {where}")
+            return replace(base, reason=FailureReason.INVALID_JSON, detail=f"response body {where}")
         usage: dict[str, Any] = {
             "input_hash": input_hash,
             "input_tokens": tokens_in,
@@ -81,24 +86,26 @@ class OpenAIBatchBackend(OpenAIBackend):
         }
         if parsed.output is None:
             detail = redact_text(clean_text(parsed.detail or ""), rules=self.rules)
-            return Outcome(rollout_id, "failed", reason=parsed.reason, detail=detail, **usage)
+            return Outcome(
+                rollout_id, OutcomeKind.FAILED, reason=parsed.reason, detail=detail, **usage
+            )
         return finalize(rollout_id, parsed.output, rules=self.rules, **usage)
 
 
-def status_reason(status: int, message: str) -> str:
+def status_reason(status: int, message: str) -> FailureReason:
     """The fixed reason of a request the batch failed, by its HTTP status."""
     if status == 429:
-        return "rate_limited"
+        return FailureReason.RATE_LIMITED
     if status in (401, 403):
-        return "auth_error"
+        return FailureReason.AUTH_ERROR
     if status == 404:
-        return "not_found"
+        return FailureReason.NOT_FOUND
     if status >= 500:
-        return "server_error"
+        return FailureReason.SERVER_ERROR
     text = message.lower()
     if "context" in text and ("length" in text or "window" in text):
-        return "context_overflow"
-    return "bad_request"
+        return FailureReason.CONTEXT_OVERFLOW
+    return FailureReason.BAD_REQUEST
 
 
 def open_owners(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:

@@ -49,6 +49,7 @@ from memkiln.transforms.prompts import (
     build_stage_one_merge_input,
 )
 from memkiln.transforms.redact import RuleSet, redact_text
+from memkiln.transforms.states import FailureReason, OutcomeKind
 from memkiln.transforms.text import clean_text
 from memkiln.transforms.tokens import count_tokens
 
@@ -111,8 +112,8 @@ def finalize(
     vectorized, when the outcome is written (``finish_many``)."""
     output = map_strings(output, clean_text) if rules is None else safe_strings(output, rules=rules)
     if output.is_noop:
-        return Outcome(rollout_id, "succeeded_no_output", **usage)
-    return Outcome(rollout_id, "succeeded", output=output, **usage)
+        return Outcome(rollout_id, OutcomeKind.SUCCEEDED_NO_OUTPUT, **usage)
+    return Outcome(rollout_id, OutcomeKind.SUCCEEDED, output=output, **usage)
 
 
 class HeuristicBackend:
@@ -239,28 +240,28 @@ def read_answer(raw: bytes, *, api: str) -> Answer:
     return Answer(text, counts, refusal, cut)
 
 
-def failure_reason(exc: BaseException) -> str:
-    """The fixed reason string for an exception raised by the openai client."""
+def failure_reason(exc: BaseException) -> FailureReason:
+    """The fixed reason for an exception raised by the openai client."""
     if isinstance(exc, openai.RateLimitError):
-        return "rate_limited"
+        return FailureReason.RATE_LIMITED
     if isinstance(exc, openai.APITimeoutError):
-        return "timeout"
+        return FailureReason.TIMEOUT
     if isinstance(exc, openai.APIConnectionError):
-        return "connection_error"
+        return FailureReason.CONNECTION_ERROR
     if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
-        return "auth_error"
+        return FailureReason.AUTH_ERROR
     if isinstance(exc, openai.NotFoundError):
-        return "not_found"
+        return FailureReason.NOT_FOUND
     if isinstance(exc, openai.BadRequestError):
         text = str(exc).lower()
         if "context" in text and ("length" in text or "window" in text or "too long" in text):
-            return "context_overflow"
-        return "bad_request"
+            return FailureReason.CONTEXT_OVERFLOW
+        return FailureReason.BAD_REQUEST
     if isinstance(exc, openai.InternalServerError):
-        return "server_error"
+        return FailureReason.SERVER_ERROR
     if isinstance(exc, openai.APIStatusError):
-        return "server_error" if exc.status_code >= 500 else "bad_request"
-    return "client_error"
+        return FailureReason.SERVER_ERROR if exc.status_code >= 500 else FailureReason.BAD_REQUEST
+    return FailureReason.CLIENT_ERROR
 
 
 def open_client(**options: Any) -> openai.OpenAI:
@@ -433,7 +434,7 @@ class OpenAIBackend:
         prompt = request.prompt
         base = Outcome(
             request.rollout_id,
-            "failed",
+            OutcomeKind.FAILED,
             input_hash=request.input_hash,
             started_at=started,
             chunks_cut=int(prompt.truncation.truncated),
@@ -444,7 +445,7 @@ class OpenAIBackend:
         if needed:
             return replace(
                 base,
-                reason="context_overflow",
+                reason=FailureReason.CONTEXT_OVERFLOW,
                 detail=f"{needed} tokens needed, window {self.context_window}",
             )
         sent = replace(base, sent=True)  # from here on, a request goes to the model
@@ -457,7 +458,9 @@ class OpenAIBackend:
             problem = exc.errors()[0]
             where = ".".join(str(p) for p in problem["loc"]) or "<root>"
             return replace(
-                sent, reason="invalid_json", detail=f"response body {where}: {problem['type']}"
+                sent,
+                reason=FailureReason.INVALID_JSON,
+                detail=f"response body {where}: {problem['type']}",
             )
         usage: dict[str, Any] = {
             "input_hash": request.input_hash,
@@ -471,7 +474,7 @@ class OpenAIBackend:
         if parsed.output is None:
             return Outcome(
                 request.rollout_id,
-                "failed",
+                OutcomeKind.FAILED,
                 reason=parsed.reason,
                 detail=redact_text(clean_text(parsed.detail or ""), rules=self.rules),
                 **usage,
@@ -486,7 +489,7 @@ class OpenAIBackend:
         started = now()
         base = Outcome(
             request.rollout_id,
-            "failed",
+            OutcomeKind.FAILED,
             input_hash=request.input_hash,
             started_at=started,
             chunks_mid_turn=sum(c.mid_turn for c in request.chunks),
@@ -498,7 +501,7 @@ class OpenAIBackend:
             )
             if needed:
                 detail = f"{needed} tokens needed, window {self.context_window}"
-                return replace(base, reason="context_overflow", detail=detail)
+                return replace(base, reason=FailureReason.CONTEXT_OVERFLOW, detail=detail)
         spent = _Spent()
         replies = await asyncio.gather(*(self._ask(p) for p in request.parts))
         outcome = spent.add(base, replies, merge=False)
@@ -548,7 +551,7 @@ class OpenAIBackend:
                 if not out.is_noop:
                     kept.append((first, last, out))
             partials = kept
-        return Outcome(request.rollout_id, "succeeded_no_output", **spent.usage(base))
+        return Outcome(request.rollout_id, OutcomeKind.SUCCEEDED_NO_OUTPUT, **spent.usage(base))
 
     async def _ask(self, prompt: StageOneInput) -> _Reply:
         """One request of a chunked session, its answer parsed and made safe."""
@@ -561,7 +564,7 @@ class OpenAIBackend:
             problem = exc.errors()[0]
             where = ".".join(str(p) for p in problem["loc"]) or "<root>"
             detail = f"response body {where}: {problem['type']}"
-            return _Reply(None, "invalid_json", detail, sent=True)
+            return _Reply(None, FailureReason.INVALID_JSON, detail, sent=True)
         # sent one by one, never in a batch: the ordinary price, whatever the backend
         cost = self.prices.cost(OpenAIBackend.name, self.model, tokens_in, tokens_out)
         if parsed.output is None:
@@ -645,7 +648,9 @@ class OpenAIBackend:
         """One structured call for a project's MEMORY.md, memory_summary.md and skills."""
         needed = count_tokens(prompt.system) + count_tokens(prompt.user) + 16_000
         if self.context_window and needed > self.context_window:
-            return ConsolidationResult(None, "context_overflow", f"{needed} tokens needed")
+            return ConsolidationResult(
+                None, FailureReason.CONTEXT_OVERFLOW, f"{needed} tokens needed"
+            )
         schema = strict_schema(ConsolidationOutput)
 
         def create() -> ChatCompletion:
@@ -674,9 +679,11 @@ class OpenAIBackend:
         tokens = (usage.prompt_tokens, usage.completion_tokens) if usage else (0, 0)
         if refusal and not (text and text.strip()):
             detail = redact_text(clean_text(" ".join(refusal.split())[:300]), rules=self.rules)
-            return ConsolidationResult(None, "refused", detail, *tokens)
+            return ConsolidationResult(None, FailureReason.REFUSED, detail, *tokens)
         if choice is not None and choice.finish_reason == "length":
-            return ConsolidationResult(None, "truncated", "the answer reached its limit", *tokens)
+            return ConsolidationResult(
+                None, FailureReason.TRUNCATED, "the answer reached its limit", *tokens
+            )
         value, reason, why = parse_model(text, ConsolidationOutput)
         if value is not None:
             value = safe_strings(value, rules=self.rules)
@@ -693,7 +700,7 @@ def make_backend(settings: Settings, *, rules: RuleSet) -> Backend:
     if settings.backend == "openai":
         return OpenAIBackend(settings, rules=rules)
     if settings.backend == "openai-batch":
-        from memkiln.io.batch import OpenAIBatchBackend
+        from memkiln.llm.batch import OpenAIBatchBackend
 
         return OpenAIBatchBackend(settings, rules=rules)
     raise ConfigError(

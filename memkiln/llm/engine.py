@@ -1,0 +1,614 @@
+"""The stage-one extraction engine: one run's state and the steps the extract flow calls in
+order (``memkiln.flows.extract``): take over what a dead run left, select, then estimate (a
+dry run), submit a batch (openai-batch) or send the requests with bounded concurrency, and
+close.
+
+Sending: requests are prepared a chunk of sessions at a time in a worker thread (built,
+claimed) while the loop sends those already prepared; each outcome is buffered and written in
+small batches by a worker thread (no more often than every few seconds), and readers see the
+outcomes written so far (``memkiln.io.snapshot``). The run stops sending when the budget
+would be passed or when the service fails many requests in a row; claimed sessions not sent
+go back to pending.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, date, datetime, timedelta
+from datetime import time as datetime_time
+
+import duckdb
+import polars as pl
+
+from memkiln.constants import FLUSH_OUTCOMES, FLUSH_SECONDS, PREPARE_CHUNK
+from memkiln.io.jobs import (
+    Finished,
+    Outcome,
+    claim_many,
+    finish_many,
+    load_selection_inputs,
+    record_decisions,
+    release_orphans,
+    release_unsent,
+    reusable_outputs,
+    uncharge,
+)
+from memkiln.io.prices import PriceBook
+from memkiln.io.progress import Reporter
+from memkiln.io.snapshot import Publisher
+from memkiln.io.store import cursor as store_cursor
+from memkiln.io.store import now, sql
+from memkiln.io.usage import past_output_mean, record_estimate, record_usage
+from memkiln.llm.backends import Backend, Request
+from memkiln.llm.batch import Item as BatchItem
+from memkiln.llm.batch import OpenAIBatchBackend, mark_applied, open_owners, poll, submit
+from memkiln.llm.requests import build_requests, request_tokens
+from memkiln.settings import Settings
+from memkiln.transforms.estimate import (
+    DEFAULT_STAGE_ONE_OUTPUT_TOKENS,
+    Estimate,
+    expected_output_tokens,
+)
+from memkiln.transforms.prompts import STAGE_ONE_PROMPT_VERSION
+from memkiln.transforms.redact import RuleSet, redact_text
+from memkiln.transforms.selection import SelectionPolicy, run_wide_failure_limit, select_candidates
+from memkiln.transforms.states import (
+    NOT_ELIGIBLE,
+    RETRY_NOW_REASONS,
+    Decision,
+    FailureReason,
+    OutcomeKind,
+)
+from memkiln.transforms.summaries import ExtractSummary
+
+#: A chunk of sessions made ready to send: their requests, and each one's claimed attempt.
+Prepared = tuple[list[Request], dict[str, int]]
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How a run selects and what it may spend."""
+
+    policy: SelectionPolicy
+    prices: PriceBook
+    spent_before: float = 0.0
+
+
+def policy_from(settings: Settings) -> SelectionPolicy:
+    return SelectionPolicy(
+        sources=tuple(settings.sources),
+        max_rollout_age_days=settings.max_rollout_age_days,
+        min_rollout_idle_hours=settings.min_rollout_idle_hours,
+        max_rollouts_per_run=settings.max_rollouts_per_run,
+        retry_budget=settings.retry_budget,
+        backfill=settings.backfill,
+        since=day_start(settings.since),
+        until=day_start(settings.until, days_after=1),
+    )
+
+
+def day_start(day: date | None, *, days_after: int = 0) -> datetime | None:
+    """Midnight UTC of ``day`` (plus ``days_after`` days): ``until`` includes its own day."""
+    if day is None:
+        return None
+    return datetime.combine(day, datetime_time(0), tzinfo=UTC) + timedelta(days=days_after)
+
+
+class Extraction:
+    """One extraction run over an open store: its settings, backend and summary, and what the
+    steps share (this run's outcome counts, the outputs it may reuse, the expected output
+    tokens of a request, the spend)."""
+
+    def __init__(
+        self,
+        con: duckdb.DuckDBPyConnection,
+        settings: Settings,
+        backend: Backend,
+        *,
+        rules: RuleSet,
+        summary: ExtractSummary,
+        reporter: Reporter,
+        plan: Plan,
+    ) -> None:
+        self.con = con
+        self.settings = settings
+        self.backend = backend
+        self.rules = rules
+        self.summary = summary
+        self.reporter = reporter
+        self.plan = plan
+        #: the Batch API backend, when it is the one (its requests go in batches)
+        self.batch = backend if isinstance(backend, OpenAIBatchBackend) else None
+        #: set by ``select``: ``(rollout_id, input_hash)`` of outputs that can be reused, and
+        #: the output tokens to expect of one request
+        self.reusable: set[tuple[str, str]] = set()
+        self.out_each = DEFAULT_STAGE_ONE_OUTPUT_TOKENS
+        #: outcomes of the requests this run sent (``failed:rate_limited`` etc.)
+        self.outcomes: Counter[str] = Counter()
+        # the budget: what this invocation spent before this phase and what this run spent,
+        # and the estimated cost of each request in flight
+        self.spent = plan.spent_before
+        self.in_flight: dict[str, float] = {}
+        # failures of the service (endpoint down, key refused, every request rate-limited,
+        # 5xx or timing out) in a row; at the limit the run stops sending and leaves the rest
+        # pending, and the sessions of the streak get back the attempts it used
+        self.streak: list[str] = []
+        self.failure_limit = run_wide_failure_limit(settings.concurrency)
+        # finished attempts not written yet, and when a batch of them was last written
+        self.buffer: list[Finished] = []
+        self.last_flush = time.monotonic()
+
+    # -- 1. take over ------------------------------------------------------------------------
+
+    async def take_over(self) -> None:
+        """Jobs left running by a dead run go back to pending; the answers of batches that
+        ended since the last run are recorded first (openai-batch)."""
+        self.summary.orphans_taken_over = release_orphans(self.con, run_id=self.summary.run_id)
+        if self.batch is not None and not self.settings.dry_run:
+            await asyncio.to_thread(self._apply_batches, self.batch)
+
+    def _apply_batches(self, backend: OpenAIBatchBackend) -> None:
+        """Record the outcomes of the batches that ended since the last run."""
+        with store_cursor(self.con) as cur:
+            finished, self.summary.batches_open = poll(cur, backend)
+            # in the same transaction: a batch is applied exactly once, even if the run is
+            # killed while its outcomes are written
+            self._record(cur, finished, also=mark_applied)
+        self._count(finished)
+        self.summary.outcomes = dict(self.outcomes)
+        self.summary.sessions_failed = self._failed()
+
+    # -- 2. select ---------------------------------------------------------------------------
+
+    async def select(self) -> tuple[pl.DataFrame, pl.DataFrame]:
+        """Decide for every session (pure decisions over rollouts and jobs; the jobs of open
+        batches are held by them) and record the decisions; returns them and the sessions
+        to extract (``rollout_id``, ``updated_at``)."""
+        backend, summary = self.backend, self.summary
+        rollouts, jobs = load_selection_inputs(self.con)
+        decided = select_candidates(
+            rollouts.lazy(),
+            jobs.lazy(),
+            now=now(),
+            policy=self.plan.policy,
+            live_owners=(summary.run_id, *open_owners(self.con)),
+            producer=(backend.name, backend.model, STAGE_ONE_PROMPT_VERSION),
+        ).collect()
+        summary.considered = decided.height
+        summary.decisions = dict(Counter(decided["decision"].to_list()))
+        await asyncio.to_thread(self._record_decisions, decided)
+        todo = decided.filter(pl.col("decision") == Decision.TAKE).select(
+            "rollout_id", "updated_at"
+        )
+        summary.taken = todo.height
+        self.reusable = reusable_outputs(
+            self.con, prompt_version=STAGE_ONE_PROMPT_VERSION, model=backend.model
+        )
+        past = past_output_mean(self.con, phase="extract", model=backend.model)
+        self.out_each = expected_output_tokens(
+            past, default=DEFAULT_STAGE_ONE_OUTPUT_TOKENS, limit=self.settings.max_output_tokens
+        )
+        return decided, todo
+
+    def _record_decisions(self, decided: pl.DataFrame) -> None:
+        with store_cursor(self.con) as cur:
+            record_decisions(cur, decided, run_id=self.summary.run_id)
+
+    # -- 3a. a dry run -----------------------------------------------------------------------
+
+    async def estimate(self, decided: pl.DataFrame, todo: pl.DataFrame) -> None:
+        """Count and estimate; no job is claimed, no model called."""
+        estimate = await asyncio.to_thread(self._estimate, decided, todo)
+        with store_cursor(self.con) as cur:
+            record_estimate(cur, run_id=self.summary.run_id, estimate=estimate)
+        self.summary.estimate = estimate
+
+    def _estimate(self, decided: pl.DataFrame, todo: pl.DataFrame) -> Estimate:
+        """The sessions found, eligible, done and to do, and the requests the real run would
+        send, built and counted exactly as it builds them (reused outputs and requests over
+        the model's window are not sent)."""
+        settings, backend = self.settings, self.backend
+        counts = Counter(decided["decision"].to_list())
+        estimate = Estimate(
+            sessions_found=decided.height,
+            sessions_eligible=decided.height - sum(counts[r] for r in NOT_ELIGIBLE),
+            sessions_done=counts[Decision.UP_TO_DATE],
+            sessions_to_do=todo.height,
+        )
+        requests = tokens_in = tokens_out = 0
+        if backend.name != "heuristic":  # the heuristic backend sends no request
+            with store_cursor(self.con) as cur:
+                for chunk in todo.iter_slices(PREPARE_CHUNK * 4):
+                    built = build_requests(
+                        cur, chunk, settings=settings, rules=self.rules, chunked=True
+                    )
+                    for request in built:
+                        if (request.rollout_id, request.input_hash) in self.reusable:
+                            continue
+                        window = settings.context_window
+                        reserve = settings.max_output_tokens
+                        prompts = request.parts or (request.prompt,)
+                        if window and any(p.tokens_needed(reserve, window) for p in prompts):
+                            continue
+                        n, tokens, out = request_tokens(request, self.out_each)
+                        requests += n
+                        tokens_in += tokens
+                        tokens_out += out
+        estimate.add(
+            "extract",
+            backend.name,
+            backend.model,
+            requests=requests,
+            input_tokens=tokens_in,
+            output_tokens=tokens_out,
+            cost=self.plan.prices.cost(backend.name, backend.model, tokens_in, tokens_out),
+        )
+        return estimate
+
+    # -- 3b. openai-batch --------------------------------------------------------------------
+
+    async def submit_batch(self, todo: pl.DataFrame) -> None:
+        """Send this run's sessions as one batch of the Batch API."""
+        assert self.batch is not None, "submit_batch needs the openai-batch backend"
+        await asyncio.to_thread(self._submit_batch, self.batch, todo)
+
+    def _submit_batch(self, backend: OpenAIBatchBackend, todo: pl.DataFrame) -> None:
+        """Send this run's sessions as one batch (within the budget); outputs that can be
+        reused and requests over the window are recorded at once. A session over the budget
+        is extracted in chunks through the ordinary request path now (at the ordinary price),
+        not in the batch: its merge request needs the chunks' answers first."""
+        settings, summary = self.settings, self.summary
+        items: list[BatchItem] = []
+        now_done: list[Finished] = []
+        estimate = self.plan.spent_before + summary.cost_usd
+        with store_cursor(self.con) as cur:
+            for chunk in todo.iter_slices(PREPARE_CHUNK * 4):
+                if summary.budget_reached:
+                    break
+                requests = build_requests(
+                    cur, chunk, settings=settings, rules=self.rules, chunked=True
+                )
+                attempts = claim_many(
+                    cur, chunk, run_id=summary.run_id, lease_seconds=settings.lease_seconds
+                )
+                watermarks = dict(chunk.iter_rows())
+                for request in requests:
+                    rid = request.rollout_id
+                    reused = Outcome(rid, OutcomeKind.REUSED, input_hash=request.input_hash)
+                    done = Finished(reused, watermarks[rid], attempts[rid])
+                    window = settings.context_window
+                    needed = window and request.prompt.tokens_needed(
+                        settings.max_output_tokens, window
+                    )
+                    if (rid, request.input_hash) in self.reusable:
+                        now_done.append(done)
+                        continue
+                    if needed:
+                        failed = Outcome(
+                            rid,
+                            OutcomeKind.FAILED,
+                            reason=FailureReason.CONTEXT_OVERFLOW,
+                            detail=f"{needed} tokens needed, window {window}",
+                            input_hash=request.input_hash,
+                        )
+                        now_done.append(Finished(failed, watermarks[rid], attempts[rid]))
+                        continue
+                    _, tokens_in, tokens_out = request_tokens(request, self.out_each)
+                    priced_as = "openai" if request.parts else backend.name  # chunks: not batched
+                    cost = self.plan.prices.cost(priced_as, backend.model, tokens_in, tokens_out)
+                    cost = cost or 0.0
+                    budget = settings.budget_usd
+                    if budget is not None and estimate + cost > budget:
+                        summary.budget_reached = True
+                        summary.stopped = (
+                            f"budget of ${budget:,.2f} reached: the batch holds "
+                            f"{len(items):,} requests (~${estimate:,.4f} with the spend so far)"
+                        )
+                        break
+                    estimate += cost
+                    if request.parts:  # chunks, then their merge: not in one batch
+                        sent = asyncio.run(backend.extract_parts(request))
+                        summary.requests += sent.requests
+                        now_done.append(Finished(sent, watermarks[rid], attempts[rid]))
+                        continue
+                    items.append(BatchItem(request, watermarks[rid], attempts[rid]))
+            if items:
+                submit(cur, backend, items, run_id=summary.run_id)
+            self._record(cur, now_done)
+            release_unsent(cur, run_id=summary.run_id)
+        summary.requests += len(items)
+        summary.batched = len(items)
+        self._count(now_done)
+        summary.outcomes = dict(self.outcomes)
+
+    # -- 3c. requests, with bounded concurrency ----------------------------------------------
+
+    async def send(self, todo: pl.DataFrame) -> None:
+        """Ask the backend for every session of ``todo``, at most ``concurrency`` requests
+        at a time, within the budget; outcomes are written in small batches as they come."""
+        settings, summary = self.settings, self.summary
+        slots = asyncio.Semaphore(settings.concurrency)
+        writer = asyncio.Lock()  # one batch of outcomes written at a time, in order
+        # readers see the outcomes written so far; the worker threads' store work is kept
+        # apart from its copies
+        publisher = Publisher(self.con)
+        running: list[asyncio.Task[None]] = []  # kept until gathered, so an error surfaces
+        # the first chunk only fills the slots, so that sending starts as soon as it can
+        head = todo.head(settings.concurrency)
+        rest = todo.slice(head.height).iter_slices(max(PREPARE_CHUNK, settings.concurrency * 4))
+        chunks = [head, *rest] if head.height else []
+        ahead = _Ahead(chunks, lambda chunk: self._prepare(chunk, publisher))
+        with self.reporter.task("extract", total=todo.height) as advance:
+            ahead.next()
+            for chunk in chunks:
+                requests, attempts = await ahead.take()
+                watermarks = dict(chunk.iter_rows())
+                for request in requests:
+                    rid = request.rollout_id
+                    if (rid, request.input_hash) in self.reusable:
+                        reused = Outcome(rid, OutcomeKind.REUSED, input_hash=request.input_hash)
+                        self.buffer.append(Finished(reused, watermarks[rid], attempts[rid]))
+                        advance(1)
+                        continue
+                    # every slot busy: the next chunk is prepared while these requests wait,
+                    # not while the first ones of this chunk are being sent
+                    if slots.locked():
+                        ahead.next()
+                    await slots.acquire()
+                    if summary.stopped or not self._within_budget(request):
+                        slots.release()
+                        break
+                    one = self._send_one(
+                        request, watermarks[rid], attempts[rid], slots, writer, publisher, advance
+                    )
+                    running.append(asyncio.create_task(one))
+                if summary.stopped:
+                    break
+                ahead.next()
+                await self._flush(writer, publisher)
+            await ahead.drain()  # claimed while the run stopped: released below
+            if running:
+                await asyncio.gather(*running)
+        await self._flush(writer, publisher, force=True)
+        if summary.stopped:  # claimed jobs not sent go back to pending, with the unclaimed rest
+            await asyncio.to_thread(self._release_unsent)
+            left = todo.height - sum(self.outcomes.values())
+            summary.stopped += f"; {left:,} sessions left pending for the next run"
+        summary.outcomes = dict(self.outcomes)
+        summary.sessions_failed = self._failed()
+
+    def _within_budget(self, request: Request) -> bool:
+        """Reserve the request's estimated cost, or stop the run when it would pass the
+        budget with what was spent and what is in flight."""
+        budget = self.settings.budget_usd
+        if budget is None:
+            return True
+        _, tokens_in, tokens_out = request_tokens(request, self.out_each)
+        backend = self.backend
+        cost = self.plan.prices.cost(backend.name, backend.model, tokens_in, tokens_out) or 0.0
+        reserved = sum(self.in_flight.values())
+        if self.spent + reserved + cost > budget:
+            self.summary.budget_reached = True
+            self.summary.stopped = (
+                f"budget of ${budget:,.2f} reached: ${self.spent:,.4f} spent so far, "
+                f"${reserved:,.4f} estimated in flight, the next request ~${cost:,.4f}"
+            )
+            return False
+        self.in_flight[request.rollout_id] = cost
+        return True
+
+    def _prepare(self, chunk: pl.DataFrame, publisher: Publisher) -> Prepared:
+        """Build and claim a chunk's requests. A separate connection: this runs in a worker
+        thread while the loop keeps sending requests and writing outcomes on ``con``."""
+        settings = self.settings
+        with publisher.using(), store_cursor(self.con) as cur:
+            requests = build_requests(
+                cur,
+                chunk,
+                settings=settings,
+                rules=self.rules,
+                chunked=self.backend.name != "heuristic",
+            )
+            attempts = claim_many(
+                cur, chunk, run_id=self.summary.run_id, lease_seconds=settings.lease_seconds
+            )
+        return requests, attempts
+
+    async def _send_one(
+        self,
+        request: Request,
+        watermark: datetime,
+        attempt: int,
+        slots: asyncio.Semaphore,
+        writer: asyncio.Lock,
+        publisher: Publisher,
+        advance: Callable[[int], None],
+    ) -> None:
+        summary = self.summary
+        try:
+            result = await self.backend.extract(request)
+        except Exception as exc:  # a backend bug must not stop the batch: record it, go on
+            detail = redact_text(f"{type(exc).__name__}: {exc}"[:300], rules=self.rules)
+            result = Outcome(
+                request.rollout_id,
+                OutcomeKind.FAILED,
+                reason=FailureReason.INTERNAL_ERROR,
+                detail=detail,
+            )
+        finally:
+            self.in_flight.pop(request.rollout_id, None)
+            slots.release()
+        self.spent += result.cost_usd or 0.0
+        summary.requests += result.requests
+        if result.sent and result.reason in RETRY_NOW_REASONS:
+            self.streak.append(result.rollout_id)
+        elif summary.stopped is None:
+            self.streak.clear()
+        if len(self.streak) >= self.failure_limit and summary.stopped is None:
+            summary.stopped = (
+                f"stopped after {len(self.streak)} requests in a row failed with "
+                f"{result.reason} (endpoint, key or model unusable; last error: "
+                f"{(result.detail or '')[:160]})"
+            )
+        self.buffer.append(Finished(result, watermark, attempt))
+        advance(1)
+        await self._flush(writer, publisher)
+
+    async def _flush(
+        self, writer: asyncio.Lock, publisher: Publisher, *, force: bool = False
+    ) -> None:
+        """Write the buffered outcomes when enough are waiting or enough time has passed
+        (``force``: now), in a worker thread, one batch at a time."""
+        waited = time.monotonic() - self.last_flush
+        due = len(self.buffer) >= FLUSH_OUTCOMES or waited > FLUSH_SECONDS
+        if not self.buffer or not (force or due):
+            return
+        batch = self.buffer.copy()
+        self.buffer.clear()
+        self.last_flush = time.monotonic()
+        async with writer:
+            await asyncio.to_thread(self._write, batch, publisher)
+        self._count(batch)
+
+    def _write(self, batch: list[Finished], publisher: Publisher) -> None:
+        # a worker thread: the loop goes on sending meanwhile
+        with publisher.using(), store_cursor(self.con) as cur:
+            self._record(cur, batch)
+        publisher.maybe()
+
+    # -- 4. close ----------------------------------------------------------------------------
+
+    async def close(self) -> None:
+        """The backend's connections closed; this run's usage recorded."""
+        await self.backend.aclose()
+        self.record_usage()
+
+    def _release_unsent(self) -> int:
+        with store_cursor(self.con) as cur:
+            uncharge(cur, self.streak)
+            return release_unsent(cur, run_id=self.summary.run_id)
+
+    def record_usage(self) -> None:
+        """This run's requests, tokens and cost in ``model_usage`` (a batch's tokens are known
+        when the run that applies it records them)."""
+        summary, backend = self.summary, self.backend
+        if not (summary.requests or summary.input_tokens):
+            return
+        with store_cursor(self.con) as cur:
+            record_usage(
+                cur,
+                run_id=summary.run_id,
+                kind="actual",
+                phase="extract",
+                backend=backend.name,
+                model=backend.model,
+                requests=summary.requests,
+                input_tokens=summary.input_tokens,
+                output_tokens=summary.output_tokens,
+                cost_usd=summary.cost_usd if summary.price_known else None,
+            )
+
+    # -- outcomes ----------------------------------------------------------------------------
+
+    def _record(
+        self,
+        cur: duckdb.DuckDBPyConnection,
+        done: list[Finished],
+        also: Callable[[duckdb.DuckDBPyConnection], None] | None = None,
+    ) -> None:
+        """Write finished attempts (``finish_many``) as this run's, by this backend, with what
+        chunked sessions did (``record_chunks``)."""
+        run_id = self.summary.run_id
+
+        def with_chunks(con: duckdb.DuckDBPyConnection) -> None:
+            record_chunks(con, done, run_id=run_id)
+            if also is not None:
+                also(con)
+
+        finish_many(
+            cur,
+            done,
+            run_id=run_id,
+            backend=self.backend.name,
+            model=self.backend.model,
+            prompt_version=STAGE_ONE_PROMPT_VERSION,
+            retry_delay=timedelta(hours=self.settings.retry_delay_hours),
+            rules=self.rules,
+            also=with_chunks,
+        )
+
+    def _count(self, done: list[Finished]) -> None:
+        """Add finished attempts to the outcome counts and the run's tokens and cost."""
+        summary = self.summary
+        for f in done:
+            r = f.result
+            self.outcomes[r.outcome + (f":{r.reason}" if r.reason else "")] += 1
+            summary.input_tokens += r.input_tokens
+            summary.output_tokens += r.output_tokens
+            summary.sessions_chunked += r.chunk_requests > 0
+            summary.chunk_requests += r.chunk_requests
+            summary.merge_requests += r.merge_requests
+            summary.chunks_cut += r.chunks_cut
+            if r.cost_usd is None:
+                summary.price_known = False
+            else:
+                summary.cost_usd += r.cost_usd
+
+    def _failed(self) -> int:
+        return sum(n for k, n in self.outcomes.items() if k.startswith(OutcomeKind.FAILED))
+
+
+class _Ahead:
+    """Chunks of sessions prepared one ahead, in order, in a worker thread."""
+
+    def __init__(self, chunks: list[pl.DataFrame], prepare: Callable[[pl.DataFrame], Prepared]):
+        self._chunks = chunks
+        self._prepare = prepare
+        self._upcoming: asyncio.Task[Prepared] | None = None
+        self._prepared = 0
+
+    def next(self) -> None:
+        """Start preparing the next chunk, unless one is on its way."""
+        if self._upcoming is None and self._prepared < len(self._chunks):
+            chunk = self._chunks[self._prepared]
+            self._upcoming = asyncio.create_task(asyncio.to_thread(self._prepare, chunk))
+            self._prepared += 1
+
+    async def take(self) -> Prepared:
+        """The next chunk's requests and attempts (its preparation was started)."""
+        assert self._upcoming is not None, "next() starts a chunk before take()"
+        upcoming, self._upcoming = self._upcoming, None
+        return await upcoming
+
+    async def drain(self) -> None:
+        """Wait for a chunk still being prepared (its claimed jobs are released later)."""
+        if self._upcoming is not None:
+            await self._upcoming
+
+
+def record_chunks(con: duckdb.DuckDBPyConnection, done: list[Finished], *, run_id: str) -> None:
+    """The chunk counts of the attempts of ``done`` that had any, on their
+    ``stage1_attempts`` rows (written in the same transaction)."""
+    rows = [
+        (f.result.rollout_id, f.attempt, f.result.chunk_requests, f.result.merge_requests,
+         f.result.chunks_mid_turn, f.result.chunks_cut)
+        for f in done
+        if f.result.chunk_requests or f.result.chunks_cut
+    ]  # fmt: skip
+    if not rows:
+        return
+    frame = pl.DataFrame(
+        rows,
+        schema={"rollout_id": pl.String, "attempt": pl.Int32, "chunk_requests": pl.Int32,
+                "merge_requests": pl.Int32, "chunks_mid_turn": pl.Int32, "chunks_cut": pl.Int32},
+        orient="row",
+    )  # fmt: skip
+    con.register("chunked", frame.to_arrow())
+    try:
+        con.execute(sql("record_chunks"), {"run_id": run_id})
+    finally:
+        con.unregister("chunked")

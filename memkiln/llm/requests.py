@@ -1,0 +1,200 @@
+"""The stage-one request, built one way for every caller: extraction builds the requests of
+the sessions it takes from the store (``build_requests``), ``memkiln render-input`` shows
+one rollout file's (``stage_one_input_for_file``); both go through
+``memkiln.transforms.render.stage_one_inputs``, so what is shown is what is sent."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import duckdb
+import polars as pl
+
+from memkiln.errors import InputError
+from memkiln.io.archive import FileStat, read_file
+from memkiln.io.loader import looks_binary, normalize_lines
+from memkiln.io.segments import store_segments
+from memkiln.io.store import fetch_pl, sql
+from memkiln.llm.backends import Request
+from memkiln.settings import Settings
+from memkiln.transforms.chunks import Chunk, turn_starts
+from memkiln.transforms.estimate import request_input_tokens
+from memkiln.transforms.filtering import filter_memory_items
+from memkiln.transforms.heuristic import RolloutFacts
+from memkiln.transforms.lines import split_lines
+from memkiln.transforms.prompts import (
+    STAGE_ONE_MAX_OUTPUT_TOKENS,
+    STAGE_ONE_MERGE_VERSION,
+    StageOneInput,
+)
+from memkiln.transforms.redact import RuleSet
+from memkiln.transforms.render import stage_one_chunks, stage_one_inputs
+from memkiln.transforms.segments import segment_items
+
+
+def stage_one_input(
+    items: pl.DataFrame,
+    *,
+    rollout_id: str,
+    rollout_path: str,
+    rollout_cwd: str | None,
+    context_window: int | None,
+    max_output_tokens: int = STAGE_ONE_MAX_OUTPUT_TOKENS,
+    rules: RuleSet,
+) -> StageOneInput:
+    """Filter, render (redacted again) and budget one rollout's items into its messages,
+    with extraction's own builder (``stage_one_inputs``)."""
+    session = pl.DataFrame(
+        {"rollout_id": [rollout_id], "path": [rollout_path], "cwd": [rollout_cwd]},
+        schema={"rollout_id": pl.String, "path": pl.String, "cwd": pl.String},
+    )
+    ((_, built),) = stage_one_inputs(
+        session,
+        filter_memory_items(items.lazy()),
+        context_window=context_window,
+        max_output_tokens=max_output_tokens,
+        rules=rules,
+    )
+    return built
+
+
+def stage_one_input_for_file(
+    path: Path,
+    *,
+    context_window: int | None,
+    max_output_tokens: int = STAGE_ONE_MAX_OUTPUT_TOKENS,
+    rules: RuleSet,
+) -> tuple[StageOneInput, dict[str, object]]:
+    """The stage-one input for one rollout file of any format, without touching the store.
+
+    Returns the input and facts for the user (format, rollout id, quarantined lines).
+    """
+    if not path.is_file():
+        raise InputError(f"{path} is not a file")
+    st = os.stat(path)
+    fb = read_file(FileStat(str(path.resolve()), st.st_size, st.st_mtime_ns))
+    if not fb.data:
+        raise InputError(f"{path}: {fb.detail or 'the file is empty'}")
+    if looks_binary(fb.data):
+        raise InputError(f"{path} is a binary file, not a rollout")
+    read_error = fb.error
+    lines = split_lines([(1, fb.data)])
+    del fb  # the file's bytes are let go once split (a large file is not held twice)
+    with duckdb.connect(":memory:") as con:
+        norm = normalize_lines(
+            con,
+            lines,
+            files=pl.DataFrame({"fid": [1], "path": [str(path)]}),
+            rules=rules,
+        )
+    del lines
+    if norm.rollouts.is_empty():
+        raise InputError(
+            f"{path} holds no Codex, Claude Code or Pi session that memkiln recognizes"
+        )
+    rollout = norm.rollouts.row(0, named=True)
+    items = norm.items.with_columns(
+        seq=pl.int_range(pl.len(), dtype=pl.Int32), rollout_id=pl.lit(rollout["rollout_id"])
+    )
+    result = stage_one_input(
+        items,
+        rollout_id=rollout["rollout_id"],
+        rollout_path=os.path.abspath(path),  # the path ingest stores, as extraction sends it
+        rollout_cwd=rollout["cwd"],
+        context_window=context_window,
+        max_output_tokens=max_output_tokens,
+        rules=rules,
+    )
+    facts: dict[str, object] = {
+        "format": rollout["format"],
+        "rollout_id": rollout["rollout_id"],
+        "quarantined_lines": norm.quarantine.height,
+        "read_error": read_error,
+    }
+    return result, facts
+
+
+def build_requests(
+    con: duckdb.DuckDBPyConnection,
+    todo: pl.DataFrame,
+    *,
+    settings: Settings,
+    rules: RuleSet,
+    chunked: bool = False,
+) -> list[Request]:
+    """Requests for the sessions of ``todo``: their kept items, rendered, redacted again and
+    budgeted into stage-one messages, all sessions of the chunk in one Polars pass.
+
+    With ``chunked`` (a model backend), a session over the budget gets one message per
+    chunk of whole turns (``stage_one_chunks``), its input hash made of them all."""
+    ids = todo["rollout_id"].to_list()
+    meta = fetch_pl(con, sql("request_sessions"), {"ids": ids})
+    items = fetch_pl(con, sql("request_items"), {"ids": ids})
+    kept = filter_memory_items(items.lazy()).sort("rollout_id", "seq").collect()
+    store_segments(con, kept)  # every backend: the sessions' segments, in the store
+    del items  # a large session's texts are held once, not twice
+    # each session's items as a slice of ``kept`` (sorted by session): no copy
+    bounds = kept.group_by("rollout_id", maintain_order=True).agg(n=pl.len())
+    offsets = bounds["n"].cum_sum() - bounds["n"]
+    per_rollout = {
+        (rid,): kept.slice(int(offset), int(n))
+        for rid, offset, n in zip(bounds["rollout_id"], offsets, bounds["n"], strict=True)
+    }
+    empty = kept.clear()
+    requests = []
+    for row, prompt in stage_one_inputs(
+        meta,
+        kept.lazy(),
+        context_window=settings.context_window,
+        max_output_tokens=settings.max_output_tokens,
+        rules=rules,
+    ):
+        rid = row["rollout_id"]
+        session = per_rollout.get((rid,), empty)
+        digest = hashlib.sha256(prompt.system.encode() + b"\0" + prompt.user.encode())
+        chunks: tuple[tuple[Chunk, StageOneInput], ...] = ()
+        if chunked and prompt.truncation.truncated:
+            chunks = tuple(
+                stage_one_chunks(
+                    session,
+                    rollout_path=row["path"],
+                    rollout_cwd=row["cwd"],
+                    starts=turn_starts(session),
+                    segments=segment_items(session)["first_seq"].to_list(),
+                    budget=prompt.truncation.budget,
+                    context_window=settings.context_window,
+                    max_output_tokens=settings.max_output_tokens,
+                    rules=rules,
+                )
+            )
+        if len(chunks) > 1:  # one chunk alone: the single message, cut, is that chunk
+            digest = hashlib.sha256(STAGE_ONE_MERGE_VERSION.encode())
+            for _, part in chunks:
+                digest.update(part.system.encode() + b"\0" + part.user.encode() + b"\0")
+        else:
+            chunks = ()
+        requests.append(
+            Request(
+                rollout_id=rid,
+                items=session,
+                facts=RolloutFacts(rollout_id=rid, cwd=row["cwd"], updated_at=row["updated_at"]),
+                prompt=prompt,
+                input_hash=digest.hexdigest(),
+                parts=tuple(part for _, part in chunks),
+                chunks=tuple(chunk for chunk, _ in chunks),
+                header=(row["path"], row["cwd"]),
+            )
+        )
+    return requests
+
+
+def request_tokens(request: Request, out_each: int) -> tuple[int, int, int]:
+    """``(requests, input tokens, output tokens)`` a request is expected to use: a chunked
+    session's chunks and the merge of their answers (``out_each`` tokens each)."""
+    if not request.parts:
+        return 1, request_input_tokens(request.prompt), out_each
+    tokens_in = sum(request_input_tokens(part) for part in request.parts)
+    merge_in = request.prompt.system_tokens + out_each * len(request.parts)
+    return len(request.parts) + 1, tokens_in + merge_in, out_each * (len(request.parts) + 1)
