@@ -100,6 +100,15 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "memkiln/transforms/plan.py",
         ["tests/transforms/test_plan.py", "tests/transforms/test_plan_mutants.py"],
     ),
+    # the stage-one output's raw-memory format: its writer and consolidation's parser
+    "raw_memory": (
+        "memkiln/transforms/raw_memory.py",
+        [
+            "tests/transforms/test_raw_memory.py",
+            "tests/transforms/test_consolidate.py",
+            "tests/transforms/test_consolidate_mutants.py",
+        ],
+    ),
     # The flow tests of tests/flows/test_consolidate.py also write memory files, but at about
     # a minute per surviving mutant on a shared 2-core machine; the writer's own tests run here.
     "memory_files": ("memkiln/io/memory_files.py", ["tests/io/test_memory_files_mutants.py"]),

@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parents[2] / "memkiln"
 ALLOWED = {PACKAGE / "io" / "store.py"}
 
 STATEMENT = re.compile(
-    r"^\s*(select\s.+\sfrom\s|insert\s+into\s|update\s+\w+\s+set\s|delete\s+from\s"
+    r"^\s*(select\s.+\sfrom\s|insert\s+(or\s+(replace|ignore)\s+)?into\s|update\s+\w+\s+set\s|delete\s+from\s"
     r"|create\s+(or\s+replace\s+)?(table|view|index|macro)\s|alter\s+table\s|drop\s+(table|view)\s"
     r"|set\s+\w+\s*=|with\s+\w+\s+as\s*\(|copy\s|pragma\s|checkpoint\b|attach\s|comment\s+on\s)",
     re.IGNORECASE | re.DOTALL,
@@ -61,11 +61,12 @@ def test_the_check_finds_a_statement_in_a_string_and_an_f_string(tmp_path: Path)
         '"""select the docstring from here: not a statement"""\n'
         'a = "select rollout_id from rollouts where x = $x"\n'
         'b = f"update runs set status = {s}"\n'
-        'c = "set PREFECT_HOME or MEMKILN_HOME to a writable directory"\n',
+        'c = "set PREFECT_HOME or MEMKILN_HOME to a writable directory"\n'
+        'd = "insert or replace into consolidation_jobs values ($k)"\n',
         encoding="utf-8",
     )
     hits = sql_strings(module)
-    assert len(hits) == 2, hits
+    assert len(hits) == 3, hits
 
 
 def test_the_checkpoint_query_names_the_store_catalog() -> None:
