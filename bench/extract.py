@@ -54,7 +54,7 @@ async def plain_client(url: str, requests: list[tuple[str, str]], concurrency: i
 
     import openai
 
-    from memkiln.transforms.outputs import stage_one_json_schema
+    from memkiln.transforms.stage_one_answer import stage_one_json_schema
 
     client = openai.AsyncOpenAI(base_url=url, api_key="bench", max_retries=0, timeout=30)
     slots = asyncio.Semaphore(concurrency)

@@ -88,9 +88,9 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "memkiln/transforms/consolidate.py",
         ["tests/transforms/test_consolidate.py", "tests/transforms/test_consolidate_mutants.py"],
     ),
-    "usage": (
-        "memkiln/transforms/usage.py",
-        ["tests/transforms/test_consolidate.py", "tests/transforms/test_usage_mutants.py"],
+    "citations": (
+        "memkiln/transforms/citations.py",
+        ["tests/transforms/test_consolidate.py", "tests/transforms/test_citations_mutants.py"],
     ),
     "project": (
         "memkiln/transforms/project.py",

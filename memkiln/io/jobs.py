@@ -16,9 +16,9 @@ import polars as pl
 
 from memkiln.errors import StoreError
 from memkiln.io.store import execute, fetch_pl, now, sql, transaction
-from memkiln.transforms.outputs import StageOneOutput
 from memkiln.transforms.redact import RuleSet, redact_expr
 from memkiln.transforms.selection import JOB_COLUMNS, ROLLOUT_COLUMNS
+from memkiln.transforms.stage_one_answer import StageOneOutput
 from memkiln.transforms.states import RETRY_NOW_REASONS, TRANSIENT_REASONS, UNCHARGED_REASONS
 
 

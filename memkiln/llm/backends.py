@@ -33,7 +33,13 @@ from memkiln.io.store import now
 from memkiln.settings import Settings, openai_api_key
 from memkiln.transforms.chunks import Chunk, merge_groups, partial_block
 from memkiln.transforms.heuristic import RolloutFacts, extract_heuristic
-from memkiln.transforms.outputs import (
+from memkiln.transforms.prompts import (
+    ConsolidationInput,
+    StageOneInput,
+    build_stage_one_merge_input,
+)
+from memkiln.transforms.redact import RuleSet, redact_text
+from memkiln.transforms.stage_one_answer import (
     ConsolidationOutput,
     Parsed,
     StageOneOutput,
@@ -43,12 +49,6 @@ from memkiln.transforms.outputs import (
     stage_one_json_schema,
     strict_schema,
 )
-from memkiln.transforms.prompts import (
-    ConsolidationInput,
-    StageOneInput,
-    build_stage_one_merge_input,
-)
-from memkiln.transforms.redact import RuleSet, redact_text
 from memkiln.transforms.states import FailureReason, OutcomeKind
 from memkiln.transforms.text import clean_text
 from memkiln.transforms.tokens import count_tokens

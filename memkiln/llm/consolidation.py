@@ -21,6 +21,7 @@ from memkiln.io.store import execute, fetch_pl, now, sql
 from memkiln.io.usage import past_output_mean, record_usage
 from memkiln.llm.backends import OpenAIBackend
 from memkiln.settings import Settings
+from memkiln.transforms.citations import citation_usage
 from memkiln.transforms.consolidate import (
     KEY_SHOWN_CHARS,
     deterministic_files,
@@ -43,7 +44,6 @@ from memkiln.transforms.redact import RuleSet, redact_text
 from memkiln.transforms.states import FailureReason, WriteFailure
 from memkiln.transforms.summaries import ConsolidateSummary
 from memkiln.transforms.text import one_line
-from memkiln.transforms.usage import citation_usage
 
 #: Renders the heuristic files of the given projects, in order: ``(key, selected)`` pairs in,
 #: ``(key, {path: text})`` pairs out.

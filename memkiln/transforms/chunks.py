@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from memkiln.transforms.outputs import StageOneOutput
+from memkiln.transforms.stage_one_answer import StageOneOutput
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,10 @@ from datetime import datetime
 import polars as pl
 
 from memkiln.transforms.names import project_dirname, skill_dirname, summary_stem
-from memkiln.transforms.outputs import ConsolidationOutput
 from memkiln.transforms.prompts import CONSOLIDATION_PROMPT_VERSION
 from memkiln.transforms.raw_memory import memory_bullets, memory_tasks
 from memkiln.transforms.redact import RuleSet, redact_text
+from memkiln.transforms.stage_one_answer import ConsolidationOutput
 from memkiln.transforms.text import clean_text, one_line
 from memkiln.transforms.tokens import count_tokens, truncate_middle
 

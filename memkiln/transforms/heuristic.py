@@ -28,9 +28,9 @@ from datetime import datetime
 
 import polars as pl
 
-from memkiln.transforms.outputs import NOOP, StageOneOutput
 from memkiln.transforms.raw_memory import RawMemory, RawTask, write_raw_memory
 from memkiln.transforms.segments import GAP_MINUTES, MAX_TURNS, TOPIC_SWITCH, assign_segments
+from memkiln.transforms.stage_one_answer import NOOP, StageOneOutput
 from memkiln.transforms.text import one_line
 
 SHELL_TOOLS = ("shell", "shell_command", "exec_command", "bash", "Bash", "local_shell", "run")

@@ -22,7 +22,7 @@ from memkiln.io.memory_files import OutputRoot
 from memkiln.io.rules import load_rules
 from memkiln.settings import Settings
 from memkiln.transforms.consolidate import heuristic_consolidation, model_files, with_stems
-from memkiln.transforms.outputs import ConsolidationOutput, Skill
+from memkiln.transforms.stage_one_answer import ConsolidationOutput, Skill
 from memkiln.transforms.tokens import count_tokens
 from tests.builders import codex_lines, uid, write_rollout
 

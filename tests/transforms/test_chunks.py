@@ -15,9 +15,9 @@ from memkiln.transforms.chunks import (
     segment_aligned,
     turn_starts,
 )
-from memkiln.transforms.outputs import StageOneOutput
 from memkiln.transforms.prompts import build_stage_one_input, build_stage_one_merge_input
 from memkiln.transforms.render import stage_one_chunks
+from memkiln.transforms.stage_one_answer import StageOneOutput
 from memkiln.transforms.tokens import count_tokens
 
 

@@ -6,6 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import polars as pl
 
+from memkiln.transforms.citations import citation_usage
 from memkiln.transforms.consolidate import (
     merge_bullets,
     render_memory_summary,
@@ -14,7 +15,6 @@ from memkiln.transforms.consolidate import (
 )
 from memkiln.transforms.names import hash4, sanitize_slug, summary_stem, uuid_time
 from memkiln.transforms.raw_memory import memory_bullets
-from memkiln.transforms.usage import citation_usage
 
 T = datetime(2026, 10, 1, tzinfo=UTC)
 

@@ -13,7 +13,7 @@ import pytest
 from memkiln.transforms.filtering import filter_memory_items
 from memkiln.transforms.heuristic import RolloutFacts, extract_heuristic
 from memkiln.transforms.normalize import ITEM_COLUMNS
-from memkiln.transforms.outputs import StageOneOutput
+from memkiln.transforms.stage_one_answer import StageOneOutput
 
 T0 = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
 

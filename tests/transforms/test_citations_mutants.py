@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 
 import polars as pl
 
-from memkiln.transforms.usage import citation_usage
+from memkiln.transforms.citations import citation_usage
 
 T = datetime(2026, 10, 1, tzinfo=UTC)
 
