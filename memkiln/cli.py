@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 import typer
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from memkiln.errors import ConfigError, Interrupted, MemkilnError, StoreLockedError
 from memkiln.settings import (
@@ -256,7 +257,7 @@ def _print(sections: Sequence[Section], notes: Sequence[str] = (), caption: str 
             table.add_row(what, value)
         console.print(table)
     for note in notes:
-        console.print(f"[bold red]attention[/]: {note}", highlight=False, soft_wrap=True)
+        console.print(_styled("attention", note), soft_wrap=True)
 
 
 @app.command()
@@ -296,7 +297,8 @@ def ingest(
     if summary.quarantined:
         Console().print(
             f"quarantined lines are in the 'quarantine' table of {settings.db} "
-            "(view v_quarantine_by_reason)"
+            "(view v_quarantine_by_reason)",
+            markup=False,
         )
     return EXIT_OK
 
@@ -428,7 +430,7 @@ def run(
         notes(extract=summary.extract, consolidate=summary.consolidate),
         f"run {summary.run_id[:12]}",
     )
-    Console().print(f"memory files: {settings.out}/INDEX.md", highlight=False)
+    Console().print(f"memory files: {settings.out}/INDEX.md", highlight=False, markup=False)
     return run_exit_code(extract=summary.extract, consolidate=summary.consolidate)
 
 
@@ -500,7 +502,7 @@ def backfill(
     ]
     caption = f"run {summary.run_id[:12]}, {len(summary.batches)} extraction batch(es)"
     _print(sections, notes(extract=extracted, consolidate=summary.consolidate), caption)
-    Console().print(f"memory files: {settings.out}/INDEX.md", highlight=False)
+    Console().print(f"memory files: {settings.out}/INDEX.md", highlight=False, markup=False)
     return run_exit_code(extract=extracted, consolidate=summary.consolidate)
 
 
@@ -577,7 +579,7 @@ def consolidate(
             f"see {settings.out}/INDEX.md or 'memkiln status' for the projects"
         )
     _print([consolidate_section(summary)], notes(consolidate=summary), f"run {summary.run_id[:12]}")
-    Console().print(f"memory files: {settings.out}/INDEX.md", highlight=False)
+    Console().print(f"memory files: {settings.out}/INDEX.md", highlight=False, markup=False)
     return run_exit_code(consolidate=summary)
 
 
@@ -702,9 +704,12 @@ def show_config(
     console = Console()
     console.print(table)
     path = config_path(config)
-    console.print(f"config file: {path.resolve() if path else 'none'}", highlight=False)
+    config_file = path.resolve() if path else "none"
+    console.print(f"config file: {config_file}", highlight=False, markup=False)
     api_url = os.environ.get("PREFECT_API_URL") or "none (ephemeral server per run)"
-    console.print(f"Prefect: home {os.environ['PREFECT_HOME']}, API {api_url}", highlight=False)
+    console.print(
+        f"Prefect: home {os.environ['PREFECT_HOME']}, API {api_url}", highlight=False, markup=False
+    )
 
 
 @app.command()
@@ -730,6 +735,7 @@ def report(
         f"wrote {done.path} ({done.bytes / 1e6:.1f} MB): {done.charts} charts, "
         f"{done.projects} projects",
         highlight=False,
+        markup=False,
     )
 
 
@@ -805,6 +811,7 @@ def render_input(
         )
         + f"; user message {result.user_tokens:,} tokens (o200k_base)",
         highlight=False,
+        markup=False,
         soft_wrap=True,
     )
     if facts["quarantined_lines"]:
@@ -892,8 +899,17 @@ def _root(
     stage in DuckDB."""
 
 
+def _styled(label: str, message: str) -> Text:
+    """``label: message`` for the terminal, the label in bold red; the message (it can hold
+    paths and values from sessions) is shown as it is: never read as Rich markup, on one
+    line, without control characters or terminal escapes."""
+    from memkiln.transforms.text import one_line
+
+    return Text.assemble((f"{label}:", "bold red"), " ", one_line(message, 10_000))
+
+
 def _fail(message: str, code: int) -> int:
-    Console(stderr=True).print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    Console(stderr=True).print(_styled("error", message), soft_wrap=True)
     return code
 
 

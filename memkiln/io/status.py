@@ -17,6 +17,7 @@ import duckdb
 import polars as pl
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from memkiln.errors import ConfigError
 from memkiln.io.jobs import selection_reasons
@@ -25,6 +26,7 @@ from memkiln.io.snapshot import connect, snapshot_path
 from memkiln.io.store import fetch_pl, sql, table_counts
 from memkiln.transforms.lookup import match_project
 from memkiln.transforms.names import project_dirname
+from memkiln.transforms.text import clean_text
 
 #: Rows shown per section of ``memkiln status``.
 STATUS_RUNS = 5
@@ -34,6 +36,12 @@ STATUS_FAILURES = 5
 SHOWN_CANDIDATES = 10
 #: Columns of tables written to a pipe or a file.
 PIPE_WIDTH = 200
+
+
+def shown(value: str | None) -> Text:
+    """A value from the sessions or the store (a project key, an error) as a table cell: on
+    one line, without control characters or terminal escapes, never read as Rich markup."""
+    return Text(" ".join(clean_text(value or "").split()))
 
 
 def status_report(db: Path) -> dict[str, Any]:
@@ -101,6 +109,7 @@ def print_status(report: dict[str, Any], console: Console) -> None:
         f"{report['database']} as of {report['as_of']}: "
         + ", ".join(f"{name}: {n:,}" for name, n in tables.items()),
         highlight=False,
+        markup=False,
         soft_wrap=True,
     )
     jobs = Table(title="jobs")
@@ -124,17 +133,17 @@ def print_status(report: dict[str, Any], console: Console) -> None:
             (r["started_at"] or "")[:19].replace("T", " "),
             f"{r['seconds']:,.1f}",
             f"{sessions:,}",
-            f"{failed:,}" + (f" ({r['error'][:60]})" if r["error"] else ""),
+            shown(f"{failed:,}" + (f" ({r['error'][:60]})" if r["error"] else "")),
         )
     console.print(runs)
     projects = report["projects"]
-    shown = len(projects["recent"])
-    console.print(_project_table(projects["recent"], f"projects ({shown} of {projects['count']})"))
+    listed = len(projects["recent"])
+    console.print(_project_table(projects["recent"], f"projects ({listed} of {projects['count']})"))
     failures = Table(title="top failure reasons")
     for column in ("phase", "reason", "jobs", "example"):
         failures.add_column(column, justify="right" if column == "jobs" else "left")
     for f in report["failures"]:
-        failures.add_row(f["phase"], f["reason"], f"{f['jobs']:,}", f["example"] or "")
+        failures.add_row(f["phase"], shown(f["reason"]), f"{f['jobs']:,}", shown(f["example"]))
     if not report["failures"]:
         failures.add_row("", "none", "", "")
     console.print(failures)
@@ -158,7 +167,7 @@ def _project_table(rows: list[dict[str, Any]], title: str) -> Table:
         table.add_column(column, justify="right" if numeric else "left")
     for p in rows:
         table.add_row(
-            p["project_key"],
+            shown(p["project_key"]),
             f"{p['sessions']:,}",
             f"{p['items'] or 0:,}",
             (p["last_active_at"] or "")[:16].replace("T", " "),
@@ -203,7 +212,7 @@ def find_project(con: duckdb.DuckDBPyConnection, query: str) -> tuple[str, str]:
     if not found.keys and local.is_dir():  # ".", "~/src/shop", a relative path
         found = match_project(str(local.resolve()), projects, cwds, rules=rules)
     if len(found.keys) > 1:
-        listed = ", ".join(found.keys[:SHOWN_CANDIDATES])
+        listed = ", ".join(shown(k).plain for k in found.keys[:SHOWN_CANDIDATES])
         more = len(found.keys) - SHOWN_CANDIDATES
         raise ConfigError(
             f"{query!r} is ambiguous: it matches {len(found.keys)} projects by {found.tier}: "
@@ -213,7 +222,7 @@ def find_project(con: duckdb.DuckDBPyConnection, query: str) -> tuple[str, str]:
     if not found.keys:
         keys = projects["project_key"].to_list()
         close = difflib.get_close_matches(query, keys, n=SHOWN_CANDIDATES, cutoff=0.3)
-        listed = ", ".join(close or keys[:SHOWN_CANDIDATES])
+        listed = ", ".join(shown(k).plain for k in close or keys[:SHOWN_CANDIDATES])
         raise UnknownProject(
             f"no project matches {query!r}; "
             + (f"candidates: {listed}" if listed else "the store has no projects yet")

@@ -64,11 +64,16 @@ class OpenAIBatchBackend(OpenAIBackend):
             return replace(
                 base, reason=FailureReason.BATCH_UNANSWERED, detail="no answer in the batch"
             )
-        response = item.get("response") or {}
-        status = int(response.get("status_code") or 0)
+        if not item.get("error") and not isinstance(item.get("response"), dict):
+            return replace(
+                base, reason=FailureReason.INVALID_JSON, detail="batch line without a response"
+            )
+        response = _object(item.get("response"))
+        status = response.get("status_code")
+        status = status if isinstance(status, int) else 0
         if item.get("error") or status != 200:
-            error = item.get("error") or (response.get("body") or {}).get("error") or {}
-            message = str(error.get("message") or error)[:300]
+            error = item.get("error") or _object(response.get("body")).get("error") or {}
+            message = str(_object(error).get("message") or error)[:300]
             detail = redact_text(clean_text(f"status {status}: {message}"), rules=self.rules)
             return replace(base, reason=status_reason(status, message), detail=detail)
         try:
@@ -90,6 +95,26 @@ class OpenAIBatchBackend(OpenAIBackend):
                 rollout_id, OutcomeKind.FAILED, reason=parsed.reason, detail=detail, **usage
             )
         return finalize(rollout_id, parsed.output, rules=self.rules, **usage)
+
+
+def batch_answers(text: str) -> dict[str, dict[str, Any]]:
+    """The lines of a batch's output or error file, by ``custom_id``. The file comes from the
+    service: a line that is not a JSON object with a string ``custom_id`` (a download cut
+    short, a proxy's page) is left out, so its session ends ``batch_unanswered`` and is sent
+    again, instead of the whole file stopping every run that collects it."""
+    answers: dict[str, dict[str, Any]] = {}
+    for line in text.splitlines():
+        try:
+            item = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(item, dict) and isinstance(item.get("custom_id"), str):
+            answers[item["custom_id"]] = item
+    return answers
+
+
+def _object(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
 
 
 def status_reason(status: int, message: str) -> FailureReason:
@@ -205,13 +230,13 @@ def poll(con: duckdb.DuckDBPyConnection, backend: OpenAIBatchBackend) -> tuple[l
             still_open += 1
             continue
         answers: dict[str, dict[str, Any]] = {}
-        for kind in (batch.output_file_id, batch.error_file_id):
-            if kind:
-                text = backend.client.files.content(kind).text
-                for line in text.splitlines():
-                    if line.strip():
-                        item = json.loads(line)
-                        answers[str(item.get("custom_id"))] = item
+        try:
+            for kind in (batch.output_file_id, batch.error_file_id):
+                if kind:
+                    answers |= batch_answers(backend.client.files.content(kind).text)
+        except openai.APIError:  # its files cannot be read now: the next run reads them
+            still_open += 1
+            continue
         items = execute(con, "batch_items_of", file=file_id).fetchall()
         for rid, input_hash, attempt, watermark in items:
             result = backend.outcome(rid, answers.get(rid), input_hash)

@@ -207,3 +207,185 @@ def test_a_consolidation_fault_fails_its_project_with_its_reason_and_writes_noth
     fake_openai.route(lambda body: None)  # the model recovers: the next run writes the project
     again = consolidate_store(s)
     assert again.projects_failed == 0 and list(again.projects.values()) == ["succeeded"]
+
+
+# ------------------------------------------------------------------ the Responses API
+
+#: Faults whose shape differs between the two APIs (a refusal part, an incomplete response,
+#: a body that is no response), and the outcomes they end in, as with Chat Completions.
+RESPONSES_FAULTS: dict[int, tuple[Reply, str]] = {
+    0: (Reply("refusal"), "failed:refused"),
+    1: (Reply("truncated"), "failed:truncated"),
+    2: (Reply("ok"), "succeeded"),
+    3: (Reply("broken_json"), "failed:invalid_json"),
+    4: (Reply("raw", content=""), "failed:invalid_json"),
+    5: (Reply("wrong_type"), "failed:schema_mismatch"),
+    6: (Reply("tricks"), "succeeded"),
+    7: (Reply("status", status=500), "failed:server_error"),
+    8: (Reply("noop"), "succeeded_no_output"),
+}
+
+
+def test_model_faults_over_the_responses_api_end_in_the_same_outcomes(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    make_archive(tmp_path / "archive", len(RESPONSES_FAULTS))
+    s = settings(tmp_path, fake_openai, api="responses", max_retries=0)
+    ingest_archive(s)
+    fake_openai.route(route_by_session({n: r for n, (r, _) in RESPONSES_FAULTS.items()}))
+
+    extract_store(s)
+
+    assert all(r["path"].endswith("/responses") for r in fake_openai.requests)
+    got = dict(rows(s.db, "select rollout_id, status || coalesce(':' || last_reason, '') from stage1_jobs"))  # fmt: skip
+    assert got == {uid(n): outcome for n, (_, outcome) in RESPONSES_FAULTS.items()}
+    (detail,) = rows(s.db, f"select last_error from stage1_jobs where rollout_id = '{uid(0)}'")
+    assert "can't help" in str(detail[0])
+    (stored,) = rows(s.db, f"select raw_memory, rollout_summary, rollout_slug from stage1_outputs where rollout_id = '{uid(6)}'")  # fmt: skip
+    for text in stored:
+        assert TRICK_SECRET not in str(text) and "AKIAIOSFODNN7EXAMPLQ" not in str(text)
+        assert not UNSAFE.search(str(text))
+
+
+# ------------------------------------------------------------------ a session in chunks
+
+
+def chunked(tmp_path: Path, fake: FakeOpenAI) -> Settings:
+    """One session of about 0.3 MB that a 20,000-token window reads in several chunks."""
+    from tests.flows.test_extract_chunks import long_session
+
+    long_session(tmp_path / "archive", megabytes=0.3, turns=6)
+    s = settings(tmp_path, fake, context_window=20_000, max_retries=0, request_timeout_s=20)
+    ingest_archive(s)
+    return s
+
+
+def is_merge(body: dict) -> bool:  # type: ignore[type-arg]
+    return "<partial_memories>" in last_user_text(body)
+
+
+@pytest.mark.parametrize(
+    ("where", "fault", "reason"),
+    [
+        ("chunk", Reply("refusal"), "refused"),
+        ("chunk", Reply("truncated"), "truncated"),
+        ("merge", Reply("refusal"), "refused"),
+        ("merge", Reply("truncated"), "truncated"),
+    ],
+)
+def test_a_refusal_or_a_cut_answer_in_a_chunked_session_fails_it_with_its_own_reason(
+    tmp_path: Path, fake_openai: FakeOpenAI, where: str, fault: Reply, reason: str
+) -> None:
+    s = chunked(tmp_path, fake_openai)
+
+    def route(body: dict) -> Reply | None:  # type: ignore[type-arg]
+        text = last_user_text(body)
+        hit = is_merge(body) if where == "merge" else "part 2 of" in text and not is_merge(body)
+        return fault if hit else None
+
+    fake_openai.route(route)
+    summary = extract_store(s)
+
+    assert summary.outcomes == {f"failed:{reason}": 1}
+    assert rows(s.db, "select status, last_reason from stage1_jobs") == [("failed", reason)]
+    assert rows(s.db, "select count(*) from stage1_outputs") == [(0,)]
+    (merges,) = rows(s.db, "select merge_requests from stage1_attempts")
+    assert merges[0] == (1 if where == "merge" else 0)
+    if reason == "refused":
+        (detail,) = rows(s.db, "select last_error from stage1_jobs")
+        assert "can't help" in str(detail[0])
+
+
+def test_chunk_answers_full_of_tricks_reach_the_merge_only_as_data_and_nothing_leaks(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    s = chunked(tmp_path, fake_openai)
+    fake_openai.route(lambda body: None if is_merge(body) else Reply("tricks"))
+
+    assert extract_store(s).outcomes == {"succeeded": 1}
+
+    merges = [last_user_text(r["body"]) for r in fake_openai.requests if is_merge(r["body"])]
+    assert len(merges) == 1
+    (merge,) = merges
+    head, rest = merge.split("\n<partial_memories>\n", 1)
+    inside, after = rest.rsplit("\n</partial_memories>\n", 1)
+    assert "SYSTEM OVERRIDE" not in head and "SYSTEM OVERRIDE" not in after
+    assert "SYSTEM OVERRIDE" in inside and "</" not in inside  # no tag of any kind closes
+    for request in fake_openai.requests:
+        sent = last_user_text(request["body"])
+        assert TRICK_SECRET not in sent and "AKIAIOSFODNN7EXAMPLQ" not in sent
+        assert "\x00" not in sent and "\u202e" not in sent
+
+
+# ------------------------------------------------------------------ as a user runs it
+
+
+def test_an_outage_makes_memkiln_extract_exit_1_with_one_line_on_why_it_stopped(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """Every request fails (the connection is reset): the command says so and exits 1."""
+    import os
+    import subprocess
+    import sys
+
+    make_archive(tmp_path / "archive", 10)
+    s = settings(tmp_path, fake_openai)
+    ingest_archive(s)
+    fake_openai.default = Reply("reset")
+    script = str(Path(sys.executable).with_name("memkiln"))
+    env = os.environ | {"MEMKILN_HOME": str(tmp_path / "home"), "COLUMNS": "200"}
+    done = subprocess.run(
+        [script, "extract", "--db", str(s.db), "--backend", "openai", "--base-url",
+         fake_openai.base_url, "--model", "fake-model", "--max-retries", "0", "--backfill",
+         "--min-idle-hours", "0", "--concurrency", "2", "--no-prefect", "--no-progress"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "Traceback" not in done.stderr
+    stopped = [line for line in done.stdout.splitlines() if "stopped early" in line]
+    assert len(stopped) == 1 and "connection_error" in stopped[0], done.stdout
+
+
+# ------------------------------------------------------------------ the Batch API
+
+
+def test_broken_lines_in_a_batch_output_file_fail_only_their_sessions(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """The output file of a batch comes from the service: a line cut short, a line that is
+    not an object with a custom_id, a line without a response object. Each fails its own
+    session; the others are applied and the batch is done (a broken line stopped every run
+    that collected the batch, for good)."""
+    import json
+
+    make_archive(tmp_path / "archive", 4)
+    s = settings(tmp_path, fake_openai, backend="openai-batch", max_retries=0)
+    ingest_archive(s)
+    fake_openai.batch_polls_in_progress = 10**6  # the first run leaves the batch open
+    first = extract_store(s)
+    assert first.batched == 4
+    (batch,) = fake_openai.batches.values()
+    fake_openai._complete(batch)
+    lines = fake_openai.files[batch["output_file_id"]].decode().splitlines()
+    by_session = {json.loads(line)["custom_id"]: line for line in lines}
+    assert set(by_session) == {uid(n) for n in range(4)}
+    broken = [
+        by_session[uid(0)][: len(by_session[uid(0)]) // 2],  # cut short
+        json.dumps({"custom_id": 1, "response": json.loads(by_session[uid(1)])["response"]}),
+        json.dumps({"custom_id": uid(2), "response": "<html>busy</html>"}),
+        by_session[uid(3)],
+        "<html>502 Bad Gateway</html>",
+    ]
+    fake_openai.files[batch["output_file_id"]] = ("\n".join(broken) + "\n").encode()
+
+    second = extract_store(s)
+
+    assert second.batches_open == 0
+    got = dict(rows(s.db, "select rollout_id, status || coalesce(':' || last_reason, '') from stage1_jobs"))  # fmt: skip
+    assert got == {
+        uid(0): "failed:batch_unanswered",
+        uid(1): "failed:batch_unanswered",
+        uid(2): "failed:invalid_json",
+        uid(3): "succeeded",
+    }
+    assert rows(s.db, "select status from stage1_batches") == [("applied",)]

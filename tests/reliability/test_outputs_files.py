@@ -127,6 +127,20 @@ def test_control_characters_and_a_9000_character_key_stay_out_of_memory_files(
         assert len(folder.name) < 100
 
 
+def test_the_writer_keeps_unsafe_characters_out_of_every_memory_file(tmp_path: Path) -> None:
+    """The last line of defence, whatever a future producer forgets: every file the writer
+    writes is cleaned (the end-to-end test above passes on upstream cleaning alone)."""
+    root = OutputRoot(tmp_path / "out")
+    hostile = (
+        "# Memory\r\nline\x00 one\x1b[2J\x1b]0;t\x07 \u202eevil\u2066x\u2069\ufeff"
+        "\U000e0041\x85two\u2028three\x7f\x9b\n"
+    )
+    assert root.write("p/MEMORY.md", hostile)
+    text = (tmp_path / "out" / "p" / "MEMORY.md").read_bytes().decode("utf-8")
+    assert not UNSAFE.search(text), repr(text)
+    assert text == "# Memory\nline one[2J]0;t evilx\ntwo\nthree\n"
+
+
 # ------------------------------------------------------------------ size cap
 
 

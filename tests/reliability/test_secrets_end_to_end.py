@@ -245,3 +245,23 @@ def test_no_canary_survives_a_run_against_an_openai_compatible_server(
     assert (out / "INDEX.md").is_file()
     assert leaks(prompts) == []
     assert scan_everything(db, out, home, captured) == []
+
+
+def test_no_canary_survives_a_run_that_reads_the_session_in_chunks(
+    archive: Path, tmp_path: Path
+) -> None:
+    """The same archive through a 20,000-token window: the Codex session is over the budget,
+    so it is sent in chunks of turns and one more request merges their answers."""
+    from tests.fake_openai import last_user_text
+
+    with FakeOpenAI() as fake:
+        db, out, home, captured = run_job(
+            tmp_path, archive, "--backend", "openai", "--base-url", fake.base_url,
+            "--model", "fake-model", "--context-window", "20000",
+        )  # fmt: skip
+        prompts = [("request", text) for r in fake.requests for text in strings_of(r["body"])]
+        merges = [r for r in fake.requests if "<partial_memories>" in last_user_text(r["body"])]
+    assert merges, "no session was read in chunks"
+    assert (out / "INDEX.md").is_file()
+    assert leaks(prompts) == []
+    assert scan_everything(db, out, home, captured) == []
