@@ -187,3 +187,31 @@ def test_the_project_of_sessions_without_remote_or_cwd_is_listed_like_any_other(
             assert "unknown-project" in keys and "(no project)" not in keys, (view, keys)
     finally:
         con.close()
+
+
+#: ``memkiln status`` and ``projects`` in a fresh process, then the heavy modules it loaded.
+LOADED = """
+import json, sys
+from memkiln.cli import run_cli
+code = run_cli(sys.argv[1:])
+heavy = ("polars", "jinja2", "prefect", "pyarrow")
+print(json.dumps(sorted(m for m in heavy if m in sys.modules)), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("command", [["status"], ["status", "--json"], ["projects", "--json"]])
+def test_status_and_projects_load_neither_polars_nor_the_prompt_templates(
+    store: tuple[Path, Path], command: list[str]
+) -> None:
+    # importing Polars and jinja2 was most of the 1.2-1.5 s of CPU 'memkiln status' took,
+    # which made it take 3-4 s on a busy machine against its target of under 2 s
+    db, _ = store
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_")}
+    done = subprocess.run(
+        [sys.executable, "-c", LOADED, *command, "--db", str(db)],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "github.com/a/b" in done.stdout
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == []
