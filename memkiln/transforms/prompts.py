@@ -11,7 +11,8 @@ from functools import cache, cached_property
 
 import jinja2
 
-from memkiln.constants import STAGE_ONE_MAX_OUTPUT_TOKENS
+# the default of the max_output_tokens setting (re-exported: io.preview imports it from here)
+from memkiln.constants import STAGE_ONE_MAX_OUTPUT_TOKENS as STAGE_ONE_MAX_OUTPUT_TOKENS
 from memkiln.transforms.text import escaped_line
 from memkiln.transforms.tokens import Truncation, count_tokens, stage_one_budget, truncate_middle
 
