@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+#: Output tokens a stage-one answer may use (the default of the ``max_output_tokens``
+#: setting; kept here so that loading the settings does not load the prompt templates).
+STAGE_ONE_MAX_OUTPUT_TOKENS = 4000
+
 #: Schema version this release writes; migrations in ``sql/schema`` bring older files up to it.
 SCHEMA_VERSION = 2
 

@@ -30,8 +30,8 @@ from pydantic_settings import (
     SettingsError,
 )
 
+from memkiln.constants import STAGE_ONE_MAX_OUTPUT_TOKENS
 from memkiln.errors import ConfigError
-from memkiln.transforms.prompts import STAGE_ONE_MAX_OUTPUT_TOKENS
 
 DEFAULT_DB = Path("data/memkiln.duckdb")
 DEFAULT_OUT = Path("data/memories")

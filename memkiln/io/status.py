@@ -1,7 +1,8 @@
 """What ``memkiln status``, ``memkiln projects`` and ``memkiln show`` read and print.
 
 All three read the published copy of the store (``memkiln.io.snapshot``), so they answer
-while a run writes and never stand in its way.
+while a run writes and never stand in its way. ``status`` and ``projects`` read plain rows
+(no Polars, no redaction rules to load), so that they answer in about a second.
 """
 
 from __future__ import annotations
@@ -11,22 +12,21 @@ import json
 from datetime import UTC, datetime
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import polars as pl
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from memkiln.errors import ConfigError
-from memkiln.io.jobs import selection_reasons
-from memkiln.io.rules import load_rules
 from memkiln.io.snapshot import connect, snapshot_path
-from memkiln.io.store import fetch_pl, sql, table_counts
-from memkiln.transforms.lookup import match_project
+from memkiln.io.store import sql, table_counts
 from memkiln.transforms.names import project_dirname
 from memkiln.transforms.text import clean_text
+
+if TYPE_CHECKING:
+    import polars as pl
 
 #: Rows shown per section of ``memkiln status``.
 STATUS_RUNS = 5
@@ -48,24 +48,22 @@ def status_report(db: Path) -> dict[str, Any]:
     """Everything ``memkiln status`` shows, as one JSON-ready object."""
     con = connect(db)
     try:
-        projects = fetch_pl(con, sql("project_list"))
-        jobs = fetch_pl(con, sql("status_jobs"))
+        projects = _fetch(con, sql("project_list"))
         by_phase: dict[str, dict[str, int]] = {"extract": {}, "consolidate": {}}
-        for phase, state, n in jobs.iter_rows():
+        for phase, state, n in con.execute(sql("status_jobs")).fetchall():
             by_phase[phase][state] = n
         return {
             "database": str(db),
             "as_of": _as_of(db),
             "tables": table_counts(con),
             "jobs": by_phase,
-            "projects": {
-                "count": projects.height,
-                "recent": _rows(projects.head(STATUS_PROJECTS)),
-            },
-            "runs": _rows(fetch_pl(con, sql("status_runs"), {"limit": STATUS_RUNS})),
-            "failures": _rows(fetch_pl(con, sql("status_failures"), {"limit": STATUS_FAILURES})),
+            "projects": {"count": len(projects), "recent": projects[:STATUS_PROJECTS]},
+            "runs": _fetch(con, sql("status_runs"), {"limit": STATUS_RUNS}),
+            "failures": _fetch(con, sql("status_failures"), {"limit": STATUS_FAILURES}),
+            # the latest selection's sessions per reason (as memkiln.io.jobs.selection_reasons)
             "selection": [
-                {"decision": d, "reason": r, "sessions": n} for d, r, n in selection_reasons(con)
+                {"decision": str(d), "reason": str(r), "sessions": int(n)}
+                for d, r, n in con.execute(sql("selection_reasons")).fetchall()
             ],
         }
     finally:
@@ -78,8 +76,13 @@ def _as_of(db: Path) -> str:
     return datetime.fromtimestamp(stamp, UTC).isoformat(timespec="seconds")
 
 
-def _rows(frame: pl.DataFrame) -> list[dict[str, Any]]:
-    return [{k: _plain(v) for k, v in row.items()} for row in frame.iter_rows(named=True)]
+def _fetch(
+    con: duckdb.DuckDBPyConnection, query: str, params: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """A query's rows as JSON-ready dicts."""
+    found = con.execute(query, params)
+    names = [d[0] for d in found.description]
+    return [{k: _plain(v) for k, v in zip(names, row, strict=True)} for row in found.fetchall()]
 
 
 def _plain(value: Any) -> Any:
@@ -181,7 +184,7 @@ def project_list(db: Path) -> list[dict[str, Any]]:
     """Every project, most recently active first (``memkiln projects``)."""
     con = connect(db)
     try:
-        return _rows(fetch_pl(con, sql("project_list")))
+        return _fetch(con, sql("project_list"))
     finally:
         con.close()
 
@@ -198,6 +201,12 @@ class UnknownProject(ConfigError):
 def find_project(con: duckdb.DuckDBPyConnection, query: str) -> tuple[str, str]:
     """The key and memory folder of the one project ``query`` names; a ``ConfigError`` that
     lists the candidates when it names none or several."""
+    import polars as pl
+
+    from memkiln.io.rules import load_rules
+    from memkiln.io.store import fetch_pl
+    from memkiln.transforms.lookup import match_project
+
     projects = fetch_pl(con, sql("project_list")).select("project_key", "folder")
     projects = projects.with_columns(
         folder=pl.coalesce(
@@ -234,6 +243,8 @@ def find_project(con: duckdb.DuckDBPyConnection, query: str) -> tuple[str, str]:
 
 
 def _dirnames(keys: pl.Series) -> pl.Series:
+    import polars as pl
+
     return pl.Series([project_dirname(k) for k in keys.to_list()], dtype=pl.String)
 
 

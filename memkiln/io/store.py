@@ -16,13 +16,15 @@ from datetime import UTC, datetime
 from functools import cache
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import duckdb
-import polars as pl
 
 from memkiln.constants import ROW_GROUP_SIZE, SCHEMA_VERSION
 from memkiln.errors import StoreError, StoreLockedError
+
+if TYPE_CHECKING:  # imported where used: 'memkiln status' reads the store without Polars
+    import polars as pl
 
 #: The name the store's file is attached under (``use``d by every connection).
 STORE_CATALOG = "store"
@@ -381,5 +383,7 @@ def table_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
 
 def fetch_pl(con: duckdb.DuckDBPyConnection, query: str, params: Any = None) -> pl.DataFrame:
     """Run a query and return a Polars frame (through Arrow, no Python rows)."""
+    import polars as pl
+
     # from_arrow of a table (not an array) is a DataFrame
     return pl.from_arrow(con.sql(query, params=params).to_arrow_table())  # type: ignore[return-value]

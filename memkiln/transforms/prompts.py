@@ -11,15 +11,14 @@ from functools import cache, cached_property
 
 import jinja2
 
+# the default of the max_output_tokens setting (re-exported: llm.requests imports it from here)
+from memkiln.constants import STAGE_ONE_MAX_OUTPUT_TOKENS as STAGE_ONE_MAX_OUTPUT_TOKENS
 from memkiln.transforms.raw_memory import format_description
 from memkiln.transforms.text import escaped_line
 from memkiln.transforms.tokens import Truncation, count_tokens, stage_one_budget, truncate_middle
 
 #: Bumped whenever a stage-one template changes what the model is asked; stored with outputs.
 STAGE_ONE_PROMPT_VERSION = "stage1-v1"
-#: Output tokens a stage-one answer may use (the default of ``Settings.max_output_tokens``),
-#: kept free in the window.
-STAGE_ONE_MAX_OUTPUT_TOKENS = 4000
 #: Characters of an untrusted value (a path, a cwd, a project key) shown in a prompt header.
 HEADER_VALUE_CHARS = 300
 #: The tag that closes the block of rollout contents; no value or content may spell it.

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from memkiln import connect as memkiln_connect
 from tests.builders import codex_lines, uid, write_rollout
 
 MEMKILN = str(Path(sys.executable).with_name("memkiln"))
@@ -147,3 +148,70 @@ def test_projects_lists_every_project_as_a_table_or_json(store: tuple[Path, Path
         "github.com/acme/shopfront",
     ]
     assert all(r["sessions"] == 2 and r["memories"] == 2 for r in rows)
+
+
+def test_the_project_of_sessions_without_remote_or_cwd_is_listed_like_any_other(
+    tmp_path: Path,
+) -> None:
+    # their memories go to the folder unknown-project-*, listed in INDEX.md: projects, status,
+    # the views and show name it the same way
+    archive, db, out = tmp_path / "archive", tmp_path / "m.duckdb", tmp_path / "memories"
+    at = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
+    for n, remote in enumerate(("git@github.com:a/b.git", None)):
+        lines = codex_lines(uid(n), request="Always use ruff, never black.", at=at, remote=remote)
+        if remote is None:
+            del lines[0]["payload"]["cwd"]
+        write_rollout(archive, uid(n), lines, at)
+    result = memkiln(
+        "run", "--archive", str(archive), "--db", str(db), "--out", str(out), "--backfill",
+        "--no-prefect", "--no-progress",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    (folder,) = out.glob("unknown-project-*")
+    rows = json.loads(memkiln("projects", "--json", "--db", str(db)).stdout)
+    listed = {r["project_key"]: (r["folder"], r["memories"]) for r in rows}
+    assert listed == {
+        "github.com/a/b": (next(out.glob("github.com-a-b-*")).name, 1),
+        "unknown-project": (folder.name, 1),
+    }
+    report = json.loads(memkiln("status", "--json", "--db", str(db)).stdout)
+    assert report["projects"]["count"] == 2
+    shown = memkiln("show", "unknown-project", "--db", str(db), "--out", str(out))
+    assert shown.stdout == (folder / "memory_summary.md").read_text(encoding="utf-8")
+    con = memkiln_connect(db)
+    try:
+        for view in ("v_projects", "v_coverage", "v_sessions_daily", "v_costs"):
+            keys = {
+                k for (k,) in con.execute(f"select distinct project_key from {view}").fetchall()
+            }
+            assert "unknown-project" in keys and "(no project)" not in keys, (view, keys)
+    finally:
+        con.close()
+
+
+#: ``memkiln status`` and ``projects`` in a fresh process, then the heavy modules it loaded.
+LOADED = """
+import json, sys
+from memkiln.cli import run_cli
+code = run_cli(sys.argv[1:])
+heavy = ("polars", "jinja2", "prefect", "pyarrow")
+print(json.dumps(sorted(m for m in heavy if m in sys.modules)), file=sys.stderr)
+sys.exit(code)
+"""
+
+
+@pytest.mark.parametrize("command", [["status"], ["status", "--json"], ["projects", "--json"]])
+def test_status_and_projects_load_neither_polars_nor_the_prompt_templates(
+    store: tuple[Path, Path], command: list[str]
+) -> None:
+    # importing Polars and jinja2 was most of the 1.2-1.5 s of CPU 'memkiln status' took,
+    # which made it take 3-4 s on a busy machine against its target of under 2 s
+    db, _ = store
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_")}
+    done = subprocess.run(
+        [sys.executable, "-c", LOADED, *command, "--db", str(db)],
+        capture_output=True, text=True, timeout=300, env=env,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "github.com/a/b" in done.stdout
+    assert json.loads(done.stderr.strip().splitlines()[-1]) == []

@@ -1,6 +1,6 @@
 -- Tool calls per project and tool: how many ran, how many failed, and a typical error.
 select
-    coalesce(project_key, '(no project)') as project_key,
+    coalesce(project_key, 'unknown-project') as project_key,
     tool,
     count(*) as calls,
     count(*) filter (where failed) as failed,

@@ -5,7 +5,7 @@ create or replace view v_costs as
 with extract_attempts as (
     select
         cast(timezone('UTC', a.started_at) as date) as day,
-        coalesce(r.project_key, '(no project)') as project_key,
+        coalesce(r.project_key, 'unknown-project') as project_key,
         'extract' as phase,
         a.backend,
         a.model,
@@ -51,7 +51,7 @@ group by all
 order by day, phase, project_key, backend, model;
 comment on view v_costs is 'Tokens and cost per day (UTC), project, phase, backend and model (stage one per attempt; phase 2 per run, without a project).';
 comment on column v_costs.day is 'Day (UTC) of the attempt or run.';
-comment on column v_costs.project_key is 'The project of the session extracted; null for phase 2.';
+comment on column v_costs.project_key is 'The project of the session extracted (unknown-project when it has neither remote nor cwd); null for phase 2.';
 comment on column v_costs.phase is 'extract (stage one) | consolidate (phase 2).';
 comment on column v_costs.backend is 'Backend; null for phase 2 (recorded per run).';
 comment on column v_costs.model is 'Model; null for phase 2 (recorded per run).';

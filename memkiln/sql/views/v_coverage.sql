@@ -5,7 +5,7 @@
 create or replace view v_coverage as
 with sessions as (
     select
-        coalesce(r.project_key, '(no project)') as project_key,
+        coalesce(r.project_key, 'unknown-project') as project_key,
         case
             when r.is_subagent then 'subagent'
             when lower(coalesce(r.memory_mode, '')) in ('disabled', 'polluted')
@@ -37,7 +37,7 @@ from sessions
 group by project_key
 order by project_key;
 comment on view v_coverage is 'Per project: sessions eligible for a memory, extracted, with no output, failed, pending, not selected, and skipped by reason.';
-comment on column v_coverage.project_key is 'The project.';
+comment on column v_coverage.project_key is 'The project; unknown-project when a session has neither remote nor cwd.';
 comment on column v_coverage.sessions is 'All its sessions.';
 comment on column v_coverage.eligible is 'Sessions not skipped by a fixed rule (sub-agent, memory disabled, no user message).';
 comment on column v_coverage.extracted is 'Eligible sessions whose job succeeded with a memory.';

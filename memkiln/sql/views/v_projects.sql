@@ -1,9 +1,10 @@
 -- One row per project: sessions, memories and its memory folder.
 create or replace view v_projects as
 with sessions as (
-    select project_key, format, rollout_id, updated_at, n_items
+    -- a session with neither remote nor cwd: the project its memories are written to
+    select coalesce(project_key, 'unknown-project') as project_key, format, rollout_id,
+        updated_at, n_items
     from rollouts
-    where project_key is not null
 ),
 per_project as (
     select
@@ -25,7 +26,7 @@ select
 from per_project as p
 left join consolidation_jobs as c using (project_key);
 comment on view v_projects is 'One row per project: sessions, memories and its memory folder.';
-comment on column v_projects.project_key is 'The project: normalized git remote, else working directory.';
+comment on column v_projects.project_key is 'The project: normalized git remote, else working directory, else unknown-project.';
 comment on column v_projects.sessions is 'Sessions of the project.';
 comment on column v_projects.formats is 'How many formats (codex, claude, pi) its sessions come in.';
 comment on column v_projects.items is 'Conversation items of its sessions.';

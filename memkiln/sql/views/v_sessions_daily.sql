@@ -4,7 +4,7 @@ create or replace view v_sessions_daily as
 with sessions as (
     select
         r.rollout_id,
-        coalesce(r.project_key, '(no project)') as project_key,
+        coalesce(r.project_key, 'unknown-project') as project_key,
         cast(timezone('UTC', coalesce(r.started_at, r.updated_at)) as date) as day,
         r.format,
         coalesce(r.source, '(unknown)') as source,
@@ -34,7 +34,7 @@ group by all
 order by day, project_key, format, source;
 comment on view v_sessions_daily is 'Sessions, items and extraction tokens per project, day (UTC, of the session start), format and source.';
 comment on column v_sessions_daily.day is 'Day the sessions started (UTC).';
-comment on column v_sessions_daily.project_key is 'The project; (no project) when a session has neither remote nor cwd.';
+comment on column v_sessions_daily.project_key is 'The project; unknown-project when a session has neither remote nor cwd.';
 comment on column v_sessions_daily.format is 'codex | claude | pi.';
 comment on column v_sessions_daily.source is 'cli | vscode | exec | subagent | ...; (unknown) when not recorded.';
 comment on column v_sessions_daily.sessions is 'Sessions started that day.';
