@@ -204,7 +204,12 @@ def _prefect_defaults() -> None:
 
 
 def _prefect_environment() -> None:
-    """Make sure Prefect's home exists (Prefect creates it without parents, and fails)."""
+    """Make sure Prefect's home exists (Prefect creates it without parents, and fails), and
+    that a temporary API server this run starts ends with it, even when it is killed."""
+    if not os.environ.get("PREFECT_API_URL"):
+        from memkiln.io.server_watch import watch_ephemeral_server
+
+        watch_ephemeral_server()
     try:
         Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)
     except OSError as exc:

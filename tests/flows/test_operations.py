@@ -300,3 +300,26 @@ def test_serve_starts_the_scheduled_nightly_flow_whose_artifact_holds_the_summar
     assert set(by_command) == {"run", "ingest", "extract", "consolidate"}
     parent_id = by_command["run"][1]
     assert all(by_command[c][0] == parent_id for c in ("ingest", "extract", "consolidate"))
+
+
+def test_a_killed_run_leaves_no_prefect_server_behind(tmp_path: Path) -> None:
+    # SIGKILL cannot be caught: Prefect's temporary API server, a child of the run, lived on
+    # with no parent, holding the output pipe a cron job reads, until killed by hand
+    archive = big_archive(tmp_path / "archive")
+    db = tmp_path / "m.duckdb"
+    proc = start("ingest", "--archive", str(archive), "--db", str(db), "--no-progress")
+    me = psutil.Process(proc.pid)
+    while not reading_archive(archive, db)(me):
+        assert proc.poll() is None, proc.communicate()
+        time.sleep(0.02)
+    children = me.children(recursive=True)
+    assert any("uvicorn" in " ".join(c.cmdline()) for c in children), children
+    proc.kill()  # the run alone, not its process group
+    proc.communicate(timeout=EXIT_TIMEOUT)  # returns once nothing holds its output open
+    deadline = time.monotonic() + EXIT_TIMEOUT
+    while alive(children) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = alive(children)
+    for child in left:  # not to outlive the test when it fails
+        child.kill()
+    assert not left, "a child of the killed run is still alive"
