@@ -88,8 +88,13 @@ QUIET_PREFECT = {
 
 @pytest.fixture(scope="session", autouse=True)
 def _offline_prefect(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Every test process gets its own Prefect home and no telemetry."""
-    home = fresh_prefect_home(tmp_path_factory.mktemp("prefect-home"), tmp_path_factory)
+    """Every test process gets its own Prefect home and no telemetry. Under xdist (the whole
+    suite) the home starts with the migrated database; a single test process (one test file
+    run by hand, a mutation run's tests) does not build it up front: most such runs start no
+    flow, and a flow migrates its home itself."""
+    home = tmp_path_factory.mktemp("prefect-home")
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        fresh_prefect_home(home, tmp_path_factory)
     env = {
         "PREFECT_HOME": str(home),
         "MEMKILN_HOME": str(home),
