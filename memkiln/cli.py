@@ -26,6 +26,7 @@ from rich.text import Text
 
 from memkiln.errors import ConfigError, Interrupted, MemkilnError, StoreLockedError
 from memkiln.settings import (
+    AS_GIVEN,
     Options,
     Settings,
     Source,
@@ -647,7 +648,7 @@ def serve(
     from memkiln.flows.run import run_flow
     from memkiln.flows.serving import forkserver_flow_runs
 
-    parameters = {"options": _options(settings).model_dump(mode="json")}
+    parameters = {"options": _options(settings).model_dump(mode="json", context=AS_GIVEN)}
     forkserver_flow_runs()
     run_flow.serve(name=name, cron=cron, parameters=parameters, pause_on_shutdown=False)
 
@@ -693,7 +694,7 @@ def show_config(
 
     params = {k: v for k, v in locals().items() if k != "as_json"}
     effective, origins = _settings_and_sources(params, config)
-    values = effective.model_dump(mode="json")
+    values = effective.model_dump(mode="json", context=AS_GIVEN)
     if as_json:
         shown = {name: {"value": values[name], "source": str(src)} for name, src in origins.items()}
         sys.stdout.write(json.dumps(shown, indent=1) + "\n")

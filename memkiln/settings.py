@@ -20,7 +20,15 @@ from datetime import date
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    SerializationInfo,
+    ValidationError,
+    field_serializer,
+    field_validator,
+)
 from pydantic_settings import (
     BaseSettings,
     EnvSettingsSource,
@@ -44,6 +52,13 @@ CONFIG_ENV = "MEMKILN_CONFIG"
 #: ``MEMKILN_*`` variables that are not settings: the config file, and the home of
 #: Prefect's state (read before the settings, see ``memkiln.cli``).
 OTHER_ENV = (CONFIG_ENV, "MEMKILN_HOME")
+
+
+#: ``model_dump(mode="json", context=AS_GIVEN)`` keeps the paths and the base URL as they are
+#: (serve's deployment parameters, ``memkiln config``). Any other JSON form of the options, such
+#: as the parameters Prefect stores for every flow run, holds them redacted: a path or URL can
+#: hold a token (``/data/token=ghp_…/archive``, ``https://user:pass@host``).
+AS_GIVEN = {"values": "as given"}
 
 
 class Options(BaseModel):
@@ -170,6 +185,18 @@ class Options(BaseModel):
                 return json.loads(text)
             return [part.strip() for part in text.split(",") if part.strip()]
         return value
+
+    @field_serializer("db", "archive", "out", "base_url", when_used="json")
+    def _redacted(self, value: Path | str | None, info: SerializationInfo) -> str | None:
+        if value is None:
+            return None
+        text = str(value)
+        if (info.context or {}).get("values") == AS_GIVEN["values"]:
+            return text
+        from memkiln.io.rules import load_rules
+        from memkiln.transforms.redact import redact_text
+
+        return redact_text(text, rules=load_rules())
 
 
 class TomlFileSource(PydanticBaseSettingsSource):

@@ -140,7 +140,7 @@ def rendered_by_tasks(
 
 @task(
     name="consolidate-projects",
-    task_run_name="consolidate into {options.out}",
+    task_run_name="consolidate the projects",
     cache_policy=NO_CACHE,
 )
 def consolidate_task(

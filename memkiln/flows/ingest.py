@@ -186,7 +186,7 @@ def prepared_by_tasks(
 
 @task(
     name="ingest-archive",
-    task_run_name="ingest {options.archive}",
+    task_run_name="ingest the archive",
     cache_policy=NO_CACHE,
     log_prints=False,
 )

@@ -265,3 +265,27 @@ def test_no_canary_survives_a_run_that_reads_the_session_in_chunks(
     assert (out / "INDEX.md").is_file()
     assert leaks(prompts) == []
     assert scan_everything(db, out, home, captured) == []
+
+
+def test_a_token_in_the_archive_path_itself_stays_out_of_prefects_database(
+    tmp_path: Path, prefect_home: Path
+) -> None:
+    # the canaries above sit in folders below the archive; a token in the folder the user
+    # names with --archive reached Prefect's database in clear, in the flow runs' stored
+    # parameters and in the ingest task's name
+    import shutil
+
+    from tests.conftest import SAMPLE_ARCHIVE
+
+    token = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
+    archive = tmp_path / f"token={token}" / "archive"
+    shutil.copytree(SAMPLE_ARCHIVE, archive)
+    _, out, home, captured = run_job(tmp_path, archive, prefect_home, "--backend", "heuristic")
+    assert (out / "INDEX.md").is_file()
+    held = [
+        str(path.relative_to(home))
+        for path in sorted(home.rglob("*"))
+        if path.is_file() and token.encode() in path.read_bytes()
+    ]
+    assert held == []
+    assert token not in captured
