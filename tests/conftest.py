@@ -141,6 +141,12 @@ LONGEST_FIRST = (
     "tests/io/test_connect_during_run.py",
     "tests/reliability/test_ingest_memory.py",
     "tests/flows/test_backfill.py",
+    # the sweeps of the shared corpus (skipped without it)
+    "tests/sql/test_audits.py",
+    "tests/flows/test_quality_corpus.py",
+    "tests/transforms/test_heuristic.py",
+    "tests/flows/test_render_input.py",
+    "tests/transforms/test_redact.py",
 )
 
 

@@ -53,15 +53,19 @@ from memkiln.transforms.redact import (
     redact_text,
     rule_hit_counts,
 )
+from memkiln.transforms.settle import (
+    FAILED_STATUSES,
+    file_statuses,
+    number_items,
+    settle_duplicates,
+    with_unrecognized,
+)
 from memkiln.transforms.tool_calls import build_tool_calls
 
 #: Lines of a batch parsed in one part (a batch of the default size, 32 MiB, is one part, so
 #: each line is parsed once; a larger batch, or one huge file, is cut into parts and each part
 #: parsed twice: once for the formats, once for the items).
 PARSE_PART_BYTES = 2 * SEGMENT_BYTES
-
-#: File outcomes that count as failed in a run's summary.
-FAILED_STATUSES = ("unreadable", "corrupt", "binary", "unrecognized")
 
 _RESULT_ERROR_TYPES = pl.Schema(
     {"fid": pl.Int64(), "line_no": pl.Int32(), "is_error": pl.Boolean()}
@@ -294,87 +298,13 @@ def write_batch(
     )
     released = gone["holder"].unique().to_list()
     held = held.join(gone.select("holder"), on="holder", how="anti").drop("holder_path")
-    rollouts = rollouts.join(held, on="rollout_id", how="left").with_columns(
-        duplicate=pl.col("holder").is_not_null()
-        | pl.col("rollout_id").is_duplicated()
-        & (pl.col("fid") != pl.col("fid").min().over("rollout_id"))
-    )
-    dup = rollouts.filter("duplicate")
-    if dup.height:
-        quarantine = pl.concat(
-            [
-                quarantine,
-                dup.select(
-                    file_id="fid",
-                    line_no=pl.lit(None, dtype=pl.Int32),
-                    reason=pl.lit("duplicate_rollout"),
-                    detail=pl.concat_str(
-                        [
-                            pl.lit("session "),
-                            pl.col("rollout_id"),
-                            pl.lit(" is already held by another file"),
-                        ]
-                    ),
-                    excerpt=pl.lit(None, dtype=pl.String),
-                    bytes=pl.lit(0, dtype=pl.Int64),
-                ),
-            ],
-            how="vertical_relaxed",
-        )
-    rollouts = rollouts.filter(~pl.col("duplicate")).drop("holder", "duplicate")
-    # items are in file order already: no join and no sort, which would copy every text
-    held_fids = rollouts["fid"].implode()
-    if not items["fid"].is_in(held_fids).all():
-        items = items.filter(pl.col("fid").is_in(held_fids))
-    items = items.with_columns(
-        rollout_id=pl.col("fid").replace_strict(
-            rollouts["fid"], rollouts["rollout_id"], return_dtype=pl.String
-        ),
-        seq=pl.int_range(pl.len(), dtype=pl.Int32).over("fid"),
-    )
+    rollouts, quarantine, dup = settle_duplicates(rollouts, quarantine, held)
+    items = number_items(items, rollouts)
     tool_calls = build_tool_calls(items.lazy(), result_errors=norm.result_errors.lazy()).collect()
 
     # 7. file statuses
-    files = (
-        files.join(
-            per_file.select(
-                file_id="fid", format="format", lines="n_lines", quarantined="n_quarantined"
-            ),
-            on="file_id",
-            how="left",
-        )
-        .join(rollouts.select(file_id="fid", rollout_id="rollout_id"), on="file_id", how="left")
-        .join(dup.select(file_id="fid", dup=pl.lit(True)), on="file_id", how="left")
-        .with_columns(
-            status=pl.when(pl.col("dup").fill_null(False))
-            .then(pl.lit("duplicate"))
-            .when((pl.col("status") == "ok") & pl.col("format").is_null() & (pl.col("lines") > 0))
-            .then(pl.lit("unrecognized"))
-            .when((pl.col("status") == "ok") & (pl.col("quarantined") > 0))
-            .then(pl.lit("partial"))
-            .otherwise(pl.col("status")),
-            lines=pl.col("lines").fill_null(0),
-            quarantined=pl.col("quarantined").fill_null(0),
-        )
-        .drop("dup")
-    )
-    unrecognized = files.filter(pl.col("status") == "unrecognized")
-    if unrecognized.height:
-        quarantine = pl.concat(
-            [
-                quarantine,
-                unrecognized.select(
-                    file_id="file_id",
-                    line_no=pl.lit(None, dtype=pl.Int32),
-                    reason=pl.lit("unrecognized_format"),
-                    detail=pl.lit("valid JSON lines, but not a Codex, Claude Code or Pi session"),
-                    excerpt=pl.lit(None, dtype=pl.String),
-                    bytes="size",
-                ),
-            ],
-            how="vertical_relaxed",
-        )
-    quarantine = quarantine.join(files.select("file_id", "path"), on="file_id", how="left")
+    files = file_statuses(files, per_file, rollouts, dup)
+    quarantine = with_unrecognized(quarantine, files)
     statuses = dict(files.group_by("status").len().iter_rows())
     failed = files.filter(pl.col("status").is_in(FAILED_STATUSES)).height
 

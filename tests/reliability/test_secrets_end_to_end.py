@@ -248,7 +248,7 @@ def test_no_canary_survives_a_run_against_an_openai_compatible_server(
 
 
 def test_no_canary_survives_a_run_that_reads_the_session_in_chunks(
-    archive: Path, tmp_path: Path
+    archive: Path, tmp_path: Path, prefect_home: Path
 ) -> None:
     """The same archive through a 20,000-token window: the Codex session is over the budget,
     so it is sent in chunks of turns and one more request merges their answers."""
@@ -256,7 +256,7 @@ def test_no_canary_survives_a_run_that_reads_the_session_in_chunks(
 
     with FakeOpenAI() as fake:
         db, out, home, captured = run_job(
-            tmp_path, archive, "--backend", "openai", "--base-url", fake.base_url,
+            tmp_path, archive, prefect_home, "--backend", "openai", "--base-url", fake.base_url,
             "--model", "fake-model", "--context-window", "20000",
         )  # fmt: skip
         prompts = [("request", text) for r in fake.requests for text in strings_of(r["body"])]
