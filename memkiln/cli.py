@@ -650,7 +650,8 @@ def serve(
 
     parameters = {"options": _options(settings).model_dump(mode="json", context=AS_GIVEN)}
     forkserver_flow_runs()
-    run_flow.serve(name=name, cron=cron, parameters=parameters, pause_on_shutdown=False)
+    served = _on_runner(run_flow, settings)  # the configured task runner, as 'run' does
+    served.serve(name=name, cron=cron, parameters=parameters, pause_on_shutdown=False)
 
 
 @app.command("config")

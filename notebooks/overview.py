@@ -1,7 +1,8 @@
 """The memkiln notebook: what happened last night, what failed and why, what it cost, which
 projects are active. A marimo app: ``marimo edit notebooks/overview.py`` to explore,
 ``marimo run notebooks/overview.py`` to view, ``python notebooks/overview.py`` to run it top to
-bottom. The database is ``MEMKILN_DB`` (default ``data/memkiln.duckdb``), opened read-only.
+bottom. The database is the one memkiln uses (``MEMKILN_DB``, else the ``db`` of the config
+file named by ``MEMKILN_CONFIG``, else ``data/memkiln.duckdb``), opened read-only.
 """
 
 import marimo
@@ -12,24 +13,24 @@ app = marimo.App(width="medium")
 
 @app.cell
 def _():
-    import os
-    from pathlib import Path
-
     import marimo as mo
     import polars as pl
 
-    from memkiln.io.analytics import connect_read_only, frames
+    import memkiln
+    from memkiln.io.analytics import frames
+    from memkiln.settings import load_settings
     from memkiln.transforms import charts
 
-    return Path, charts, connect_read_only, frames, mo, os, pl
+    return charts, frames, load_settings, memkiln, mo, pl
 
 
 @app.cell
-def _(Path, connect_read_only, frames, os):
+def _(frames, load_settings, memkiln):
+    # The database memkiln's commands use: MEMKILN_DB, the config file's `db`, or the default.
     # One read-only connection, closed as soon as the answers are read: a notebook left open
     # all day holds no lock on the database.
-    db = Path(os.environ.get("MEMKILN_DB", "data/memkiln.duckdb"))
-    con = connect_read_only(db)
+    db = load_settings()[0].db
+    con = memkiln.connect(db)
     try:
         answers = frames(con)
         newest = con.execute("select max(updated_at) from rollouts").fetchall()[0][0]
@@ -38,7 +39,7 @@ def _(Path, connect_read_only, frames, os):
 
     def query(text: str, params: dict | None = None):
         """Run any SQL on the database (read-only; the connection is closed again)."""
-        c = connect_read_only(db)
+        c = memkiln.connect(db)
         try:
             return c.sql(text, params=params).pl()
         finally:

@@ -730,6 +730,8 @@ class FakeOpenAI:
         self.files: dict[str, bytes] = {}
         self.batches: dict[str, dict[str, Any]] = {}
         self.batch_polls_in_progress = 0
+        #: how many batch creations (``POST /v1/batches``) answer 503 before one succeeds
+        self.batch_create_failures = 0
         self._lock = threading.Lock()
         self._log_lock = threading.Lock()
         self._queue: deque[Reply] = deque()
@@ -963,6 +965,12 @@ class FakeOpenAI:
             data = self.files.get(parts[1])
             return missing() if data is None else (200, data, "application/octet-stream")
         if parts == ["batches"] and method == "POST":
+            with self._lock:
+                refuse = self.batch_create_failures > 0
+                self.batch_create_failures -= refuse
+            if refuse:
+                body = _error_body(503, "The batch service is unavailable (scripted).")
+                return 503, json.dumps(body).encode(), "application/json"
             request = json.loads(raw or b"{}")
             batch_id = f"batch_{uuid.uuid4().hex[:24]}"
             batch = {

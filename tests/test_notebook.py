@@ -62,3 +62,17 @@ def test_the_notebook_runs_as_a_script_and_says_in_one_line_when_there_is_no_dat
         [sys.executable, str(NOTEBOOK)], env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode != 0 and "no database at" in done.stderr
+
+
+def test_the_notebook_reads_the_database_named_in_the_config_file(
+    sample: SampleDb, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # as every memkiln command does: no MEMKILN_DB, the config file's `db`
+    config = tmp_path / "memkiln.toml"
+    config.write_text(f"db = {str(sample.db)!r}\n", encoding="utf-8")
+    monkeypatch.delenv("MEMKILN_DB", raising=False)
+    monkeypatch.setenv("MEMKILN_CONFIG", str(config))
+    monkeypatch.chdir(tmp_path)  # no data/memkiln.duckdb here
+    _, defs = _load().app.run()
+    assert defs["db"] == sample.db
+    assert defs["answers"].projects.height == 8

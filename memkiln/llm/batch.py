@@ -152,9 +152,9 @@ def submit(
     items: list[Item],
     *,
     run_id: str,
-) -> str:
+) -> bool:
     """Upload the items' requests, store the batch and hand its jobs to it, then create the
-    batch; returns the input file's id."""
+    batch; False when it could not be created now (the next run's ``poll`` creates it)."""
     data = "".join(json.dumps(backend.line(i.request)) + "\n" for i in items).encode()
     uploaded = backend.client.files.create(file=("stage1.jsonl", data), purpose="batch")
     at = now()
@@ -185,20 +185,25 @@ def submit(
         execute(con, "batch_items_insert", file=uploaded.id)
         owner = OWNER_PREFIX + uploaded.id
         execute(con, "batch_hold_jobs", owner=owner, lease=at + BATCH_LEASE, at=at)
-    create(con, backend, uploaded.id)
-    return uploaded.id
+    return create(con, backend, uploaded.id)
 
 
-def create(con: duckdb.DuckDBPyConnection, backend: OpenAIBatchBackend, file_id: str) -> None:
-    """Create the batch of an uploaded file, unless one was made from it already."""
+def create(con: duckdb.DuckDBPyConnection, backend: OpenAIBatchBackend, file_id: str) -> bool:
+    """Create the batch of an uploaded file, unless one was made from it already; False
+    when the Batch API cannot be reached or refuses now (the file stays stored as uploaded,
+    its jobs held, and the next run's ``poll`` creates the batch)."""
     endpoint = "/v1/responses" if backend.api == "responses" else "/v1/chat/completions"
-    found = [b for b in backend.client.batches.list(limit=100) if b.input_file_id == file_id]
-    batch = found[0] if found else backend.client.batches.create(
-        # endpoint: one of the two literals the client's stub lists, chosen above
-        input_file_id=file_id, endpoint=endpoint, completion_window="24h",  # type: ignore[arg-type]
-        metadata={"memkiln": "stage1"},
-    )  # fmt: skip
+    try:
+        found = [b for b in backend.client.batches.list(limit=100) if b.input_file_id == file_id]
+        batch = found[0] if found else backend.client.batches.create(
+            # endpoint: one of the two literals the client's stub lists, chosen above
+            input_file_id=file_id, endpoint=endpoint, completion_window="24h",  # type: ignore[arg-type]
+            metadata={"memkiln": "stage1"},
+        )  # fmt: skip
+    except openai.APIError:
+        return False
     execute(con, "batch_created", batch_id=batch.id, status=batch.status, at=now(), file=file_id)
+    return True
 
 
 def poll(con: duckdb.DuckDBPyConnection, backend: OpenAIBatchBackend) -> tuple[list[Finished], int]:
@@ -208,7 +213,7 @@ def poll(con: duckdb.DuckDBPyConnection, backend: OpenAIBatchBackend) -> tuple[l
     finished: list[Finished] = []
     still_open = 0
     for file_id, batch_id, _status in rows:
-        if batch_id is None:  # killed between upload and creation
+        if batch_id is None:  # killed between upload and creation, or creation refused
             create(con, backend, file_id)
             still_open += 1
             continue

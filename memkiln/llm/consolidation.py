@@ -41,7 +41,7 @@ from memkiln.transforms.estimate import (
 from memkiln.transforms.names import project_dirname
 from memkiln.transforms.prompts import build_consolidation_input
 from memkiln.transforms.redact import RuleSet, redact_text
-from memkiln.transforms.states import FailureReason, WriteFailure
+from memkiln.transforms.states import FailureReason, ProjectStatus, WriteFailure
 from memkiln.transforms.summaries import ConsolidateSummary
 from memkiln.transforms.text import one_line
 
@@ -84,7 +84,7 @@ class ProjectOutcome:
 
     project_key: str
     folder: str
-    status: str  # succeeded | skipped | failed | empty | deferred (over the budget)
+    status: ProjectStatus
     written: list[str] = field(default_factory=list)
     removed: list[str] = field(default_factory=list)
     reason: str | None = None
@@ -126,10 +126,10 @@ async def consolidate_project(
     """
     folder = project_dirname(project_key)
     digest = input_hash(selected, backend=backend_name, model=model)
-    outcome = ProjectOutcome(project_key, folder, "succeeded", input_hash=digest)
+    outcome = ProjectOutcome(project_key, folder, ProjectStatus.SUCCEEDED, input_hash=digest)
     outcome.selected_ids = sorted(selected["rollout_id"].to_list())
     if up_to_date(root, project_key, digest, previous_hash):
-        outcome.status = "skipped"
+        outcome.status = ProjectStatus.SKIPPED
         return outcome
     if backend is None:
         files = rendered() if rendered is not None else heuristic_files(project_key, selected)
@@ -152,14 +152,14 @@ async def consolidate_project(
             context_window=context_window,
         )
         if affordable is not None and not affordable(consolidation_input_tokens(prompt)):
-            outcome.status = "deferred"
+            outcome.status = ProjectStatus.DEFERRED
             outcome.reason = FailureReason.BUDGET
             return outcome
         result = await backend.consolidate(prompt)
         outcome.requests = int(result.reason != FailureReason.CONTEXT_OVERFLOW)
         outcome.input_tokens, outcome.output_tokens = result.input_tokens, result.output_tokens
         if result.output is None:
-            outcome.status = "failed"
+            outcome.status = ProjectStatus.FAILED
             outcome.reason, outcome.detail = result.reason, result.detail
             return outcome
         consolidated, skipped = model_files(result.output, rules=rules)
@@ -250,7 +250,7 @@ class Consolidation:
         with self.reporter.task("consolidate", total=len(keys)) as advance:
             for key in keys:
                 prev = self.previous.get(key) or {}
-                ok_before = prev.get("status") == "succeeded"
+                ok_before = prev.get("status") == ProjectStatus.SUCCEEDED
                 try:
                     outcome = await consolidate_project(
                         self.root,
@@ -271,7 +271,11 @@ class Consolidation:
                 except (OSError, UnsafePathError) as exc:  # this project only; the others go on
                     reason, detail = write_failure(exc, rules=self.rules)
                     outcome = ProjectOutcome(
-                        key, project_dirname(key), "failed", reason=reason, detail=detail
+                        key,
+                        project_dirname(key),
+                        ProjectStatus.FAILED,
+                        reason=reason,
+                        detail=detail,
                     )
                 record_project(self.con, outcome, self.backend_name, self.model, prev)
                 publisher.maybe()
@@ -305,7 +309,7 @@ class Consolidation:
 
     def _up_to_date(self, key: str, selected: pl.DataFrame, prev: dict[str, object]) -> bool:
         """The heuristic backend's check of ``consolidate_project``, made before rendering."""
-        if prev.get("status") != "succeeded":
+        if prev.get("status") != ProjectStatus.SUCCEEDED:
             return False
         digest = input_hash(selected, backend="heuristic", model=self.model)
         previous = prev.get("input_hash")
@@ -327,7 +331,7 @@ class Consolidation:
                 summary.cost_usd += cost
         summary.written += len(outcome.written)
         summary.removed += len(outcome.removed)
-        if outcome.status == "failed":
+        if outcome.status == ProjectStatus.FAILED:
             self._fail(key, outcome.reason, outcome.detail)
 
     def _fail(self, key: str, reason: str | None, detail: str | None) -> None:
@@ -344,7 +348,7 @@ class Consolidation:
         have some), and record them ``empty``."""
         summary = self.summary
         for key, prev in self.previous.items():
-            if key in keys or prev.get("status") == "empty":
+            if key in keys or prev.get("status") == ProjectStatus.EMPTY:
                 continue
             try:
                 removed = [
@@ -353,12 +357,12 @@ class Consolidation:
                 ]  # fmt: skip
             except (OSError, UnsafePathError) as exc:
                 reason, detail = write_failure(exc, rules=self.rules)
-                summary.projects[key] = "failed"
+                summary.projects[key] = ProjectStatus.FAILED
                 self._fail(key, reason, detail)
                 continue
-            outcome = ProjectOutcome(key, prev["folder"], "empty", removed=removed)
+            outcome = ProjectOutcome(key, prev["folder"], ProjectStatus.EMPTY, removed=removed)
             record_project(self.con, outcome, self.backend_name, self.model, prev)
-            summary.projects[key] = "empty"
+            summary.projects[key] = ProjectStatus.EMPTY
             summary.removed += len(removed)
 
     def write_index(self) -> None:
@@ -424,9 +428,9 @@ def record_project(
 ) -> None:
     """Store a project's consolidation outcome (a skipped project keeps its record, and so
     does one deferred by the budget: the next run sees its inputs changed)."""
-    if outcome.status in ("skipped", "deferred"):
+    if outcome.status in (ProjectStatus.SKIPPED, ProjectStatus.DEFERRED):
         return
-    succeeded = outcome.status in ("succeeded", "empty")
+    succeeded = outcome.status in (ProjectStatus.SUCCEEDED, ProjectStatus.EMPTY)
     execute(
         con,
         "record_consolidation",

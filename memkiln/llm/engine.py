@@ -316,8 +316,8 @@ class Extraction:
                         now_done.append(Finished(sent, watermarks[rid], attempts[rid]))
                         continue
                     items.append(BatchItem(request, watermarks[rid], attempts[rid]))
-            if items:
-                submit(cur, backend, items, run_id=summary.run_id)
+            if items and not submit(cur, backend, items, run_id=summary.run_id):
+                summary.batches_open += 1  # uploaded and held: the next run creates it
             self._record(cur, now_done)
             release_unsent(cur, run_id=summary.run_id)
         summary.requests += len(items)

@@ -32,6 +32,21 @@ class OutcomeKind(StrEnum):
     REUSED = "reused"
 
 
+class ProjectStatus(StrEnum):
+    """What consolidation did to a project's folder in a run (a summary's ``projects``);
+    ``consolidation_jobs.status`` keeps the last stored one (succeeded, failed or empty: a
+    skipped or deferred project keeps its record)."""
+
+    SUCCEEDED = "succeeded"
+    #: its inputs and files are those of its last success: nothing to do
+    SKIPPED = "skipped"
+    FAILED = "failed"
+    #: no session of the project has a memory left: its files were removed
+    EMPTY = "empty"
+    #: left for a later run: its requests would pass the budget
+    DEFERRED = "deferred"
+
+
 #: Job states of a session that needs no extraction for its current version.
 DONE_STATUSES = (JobStatus.SUCCEEDED, JobStatus.SUCCEEDED_NO_OUTPUT)
 

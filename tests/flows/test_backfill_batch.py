@@ -20,6 +20,16 @@ def rows(db: Path, query: str) -> list[tuple[object, ...]]:
         return con.execute(query).fetchall()
 
 
+def batch_settings(tmp_path: Path, archive: Path, fake_openai: FakeOpenAI) -> Settings:
+    """The openai-batch backend on the local server, no Prefect."""
+    return Settings(
+        archive=archive, db=tmp_path / "m.duckdb", out=tmp_path / "memories",
+        backend="openai-batch", base_url=fake_openai.base_url, model="gpt-4.1-mini",
+        min_rollout_idle_hours=0, max_retries=0, request_timeout_s=10, progress=False,
+        prefect=False,
+    )  # fmt: skip
+
+
 def test_a_backfill_through_the_batch_api_completes_over_several_runs(
     tmp_path: Path, sample_archive: Path, fake_openai: FakeOpenAI
 ) -> None:
@@ -34,12 +44,7 @@ def test_a_backfill_through_the_batch_api_completes_over_several_runs(
         return None
 
     fake_openai.route(route)
-    s = Settings(
-        archive=sample_archive, db=tmp_path / "m.duckdb", out=tmp_path / "memories",
-        backend="openai-batch", base_url=fake_openai.base_url, model="gpt-4.1-mini",
-        min_rollout_idle_hours=0, max_retries=0, request_timeout_s=10, progress=False,
-        prefect=False,
-    )  # fmt: skip
+    s = batch_settings(tmp_path, sample_archive, fake_openai)
     first = backfill_job(s)
     assert first.extract.batched == 6 and first.extract.batches_open == 0
     assert len(fake_openai.batches) == 1
@@ -69,12 +74,7 @@ def test_a_batch_whose_outcomes_fail_to_be_written_is_applied_once_by_the_next_r
     # the outcomes of an ended batch and its 'applied' mark are one transaction: a run that
     # dies between the two (here: the mark raises) records nothing, and the next run applies
     # the batch once, so no attempt is recorded twice
-    s = Settings(
-        archive=sample_archive, db=tmp_path / "m.duckdb", out=tmp_path / "memories",
-        backend="openai-batch", base_url=fake_openai.base_url, model="gpt-4.1-mini",
-        min_rollout_idle_hours=0, max_retries=0, request_timeout_s=10, progress=False,
-        prefect=False,
-    )  # fmt: skip
+    s = batch_settings(tmp_path, sample_archive, fake_openai)
     fake_openai.batch_polls_in_progress = 0
     first = backfill_job(s)
     assert first.extract.batched == 6
@@ -92,5 +92,30 @@ def test_a_batch_whose_outcomes_fail_to_be_written_is_applied_once_by_the_next_r
     assert rows(s.db, "select status from stage1_batches") == [("applied",)]
     per_session = rows(s.db, "select rollout_id, count(*) from stage1_attempts group by all")
     assert len(per_session) == 6 and all(n == 1 for _, n in per_session)
+    jobs = dict(rows(s.db, "select status, count(*) from stage1_jobs group by all"))
+    assert jobs == {"succeeded": 6}
+
+
+def test_a_batch_the_api_refuses_to_create_is_created_by_a_later_run(
+    tmp_path: Path, sample_archive: Path, fake_openai: FakeOpenAI
+) -> None:
+    # the upload succeeds, then creating the batch answers 503 (in the submitting run and in
+    # the next one's poll): neither run stops with a traceback, the jobs stay held by the
+    # stored file, and the third run creates the batch once; nothing is sent twice
+    s = batch_settings(tmp_path, sample_archive, fake_openai)
+    fake_openai.batch_polls_in_progress = 0
+    fake_openai.batch_create_failures = 2
+    first = backfill_job(s)
+    assert first.extract.batched == 6 and first.extract.batches_open == 1
+    assert rows(s.db, "select batch_id, status from stage1_batches") == [(None, "uploaded")]
+    second = backfill_job(s)
+    assert second.extract.batched == 0 and second.extract.batches_open == 1
+    assert not fake_openai.batches
+    third = backfill_job(s)
+    assert third.extract.batched == 0
+    assert len(fake_openai.batches) == 1 and len(fake_openai.files) >= 1
+    fourth = backfill_job(s)
+    assert fourth.extract.batches_open == 0
+    assert rows(s.db, "select status from stage1_batches") == [("applied",)]
     jobs = dict(rows(s.db, "select status, count(*) from stage1_jobs group by all"))
     assert jobs == {"succeeded": 6}

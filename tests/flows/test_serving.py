@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 
 def test_served_flow_runs_start_from_the_preloaded_forkserver() -> None:
@@ -21,3 +23,43 @@ def test_served_flow_runs_start_from_the_preloaded_forkserver() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert "memkiln.flows.run" in done.stdout
+
+
+def test_serve_runs_the_nightly_flow_on_the_configured_task_runner(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    # `task_runner = "dask"` in the config file reaches the served flow, as it does a
+    # `memkiln run`; Prefect's serve loop is replaced (in a child interpreter) by a print
+    config = tmp_path / "memkiln.toml"
+    config.write_text(
+        f'archive = "{sample_archive}"\ndb = "{tmp_path / "m.duckdb"}"\n'
+        f'out = "{tmp_path / "memories"}"\ntask_runner = "dask"\n'
+    )
+    code = (
+        "import prefect.flows, sys\n"
+        "def serve(self, **kw):\n"
+        "    print(type(self.task_runner).__name__, self.name, kw['name'], kw['cron'])\n"
+        "prefect.flows.Flow.serve = serve\n"
+        "from memkiln.cli import main\n"
+        "sys.argv = ['memkiln', 'serve', '--cron', '0 4 * * *', '--config', sys.argv[1]]\n"
+        "main()\n"
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMKILN_", "PREFECT_"))} | {
+        "PREFECT_API_URL": "http://127.0.0.1:9/api",
+        "PREFECT_HOME": str(tmp_path / "ph"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(config)], capture_output=True, text=True, env=env,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == [
+        "DaskTaskRunner",
+        "memkiln-run",
+        "nightly",
+        "0",
+        "4",
+        "*",
+        "*",
+        "*",
+    ]

@@ -74,3 +74,13 @@ def test_client_failure_reasons_are_members() -> None:
     reasons = {failure_reason(exc) for exc in errors}
     assert reasons <= set(FailureReason)
     assert {"rate_limited", "auth_error", "not_found", "context_overflow"} <= reasons
+
+
+def test_the_stored_project_statuses_are_those_the_schema_names() -> None:
+    from memkiln.transforms.states import ProjectStatus
+
+    comments = (SQL / "schema" / "0020_comments.sql").read_text(encoding="utf-8")
+    line = next(x for x in comments.splitlines() if "consolidation_jobs.status" in x)
+    named = set(re.findall(r"[a-z]+", line.split(" is ", 1)[1]))
+    stored = set(ProjectStatus) - {ProjectStatus.SKIPPED, ProjectStatus.DEFERRED}
+    assert stored <= named
