@@ -82,11 +82,16 @@ MODULES: dict[str, tuple[str, list[str]]] = {
             "tests/transforms/test_render_units.py",
             "tests/transforms/test_render_mutants.py",
             "tests/transforms/test_render_long.py",
+            "tests/transforms/test_chunks.py",
         ],
     ),
     "consolidate": (
         "memkiln/transforms/consolidate.py",
-        ["tests/transforms/test_consolidate.py", "tests/transforms/test_consolidate_mutants.py"],
+        [
+            "tests/transforms/test_consolidate.py",
+            "tests/transforms/test_consolidate_mutants.py",
+            "tests/transforms/test_consolidate_files.py",
+        ],
     ),
     "citations": (
         "memkiln/transforms/citations.py",
