@@ -171,11 +171,14 @@ def classify_lines(lf: pl.LazyFrame) -> pl.LazyFrame:
 
     Expects ``valid`` (the line is valid JSON, from DuckDB's parser). Blank lines are dropped.
     """
-    stripped = pl.col("line").str.strip_chars()
-    return lf.filter(pl.col("line").is_null() | (stripped.str.len_bytes() > 0)).with_columns(
+    # anchored tests rather than a stripped copy of every line: ``\s`` is Unicode White_Space,
+    # the characters ``str.strip_chars()`` strips
+    blank = pl.col("line").str.contains(r"^\s*$")
+    opens_object = pl.col("line").str.contains(r"^\s*\{")
+    return lf.filter(pl.col("line").is_null() | ~blank).with_columns(
         reason=pl.when(pl.col("line").is_null())
         .then(pl.lit("invalid_utf8"))
-        .when(pl.col("valid") & stripped.str.starts_with("{"))
+        .when(pl.col("valid") & opens_object)
         .then(pl.lit(None, dtype=pl.String))
         .when(pl.col("valid"))
         .then(pl.lit("not_an_object"))

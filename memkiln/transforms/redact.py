@@ -79,10 +79,12 @@ __all__ = [
     "RuleSet",
     "redact_expr",
     "redact_secrets",
+    "redact_series",
     "redact_text",
     "rule_hit_counts",
     "secret_count_expr",
     "unescape_expr",
+    "unescape_series",
 ]
 
 REDACTED: str = "[REDACTED_SECRET]"
@@ -408,9 +410,37 @@ def unescape_expr(expr: pl.Expr) -> pl.Expr:
     the backslash are never unescaped, and no escape is left half. Text without such escapes is
     unchanged.
     """
-    return expr.str.replace_all(_ESCAPED_ASCII, r"\${1}").str.replace_many(
+    return expr.map_batches(unescape_series, return_dtype=pl.String, is_elementwise=True)
+
+
+#: Every text :func:`unescape_series` changes holds one of these (ASCII case-insensitively).
+_UNESCAPE_NEEDLES = ["\\u00", "\\/"]
+
+
+def unescape_series(series: pl.Series) -> pl.Series:
+    """:func:`unescape_expr` on a series: only the rows that hold an escape are rewritten."""
+    hit = series.str.contains_any(_UNESCAPE_NEEDLES, ascii_case_insensitive=True)
+    return _rewrite_rows(series, hit, _unescape_all)
+
+
+def _unescape_all(series: pl.Series) -> pl.Series:
+    return series.str.replace_all(_ESCAPED_ASCII, r"\${1}").str.replace_many(
         _ASCII_ESCAPES, _ASCII_CHARS, ascii_case_insensitive=True
     )
+
+
+def _rewrite_rows(
+    series: pl.Series, hit: pl.Series, rewrite: Callable[[pl.Series], pl.Series]
+) -> pl.Series:
+    """``series`` with ``rewrite`` applied to the rows where ``hit`` is true, the others kept
+    as they are (not copied: a ``replace_all`` over every row writes every byte again)."""
+    hit = hit.fill_null(False)
+    n = int(hit.sum())
+    if n == 0:
+        return series
+    if n == len(series):
+        return rewrite(series)
+    return series.clone().scatter(hit.arg_true(), rewrite(series.filter(hit)))
 
 
 def redact_expr(expr: pl.Expr, *, rules: RuleSet, unescape: bool = True) -> pl.Expr:
@@ -419,15 +449,36 @@ def redact_expr(expr: pl.Expr, *, rules: RuleSet, unescape: bool = True) -> pl.E
     The text is first decoded with :func:`unescape_expr` (pass ``unescape=False`` when it
     already is), so secrets spelled with JSON escapes are found too.
     """
+    return expr.map_batches(
+        functools.partial(redact_series, rules=rules, unescape=unescape),
+        return_dtype=pl.String,
+        is_elementwise=True,
+    )
+
+
+def redact_series(series: pl.Series, *, rules: RuleSet, unescape: bool = True) -> pl.Series:
+    """:func:`redact_expr` on a series.
+
+    Each step rewrites only the rows it changes: the regex passes run on the rows where one of
+    their rules matches (a row none matches is left as it is by all three), the maintained rule
+    set's and the key-word passes on the rows their key words reach.
+    """
+    if series.dtype != pl.String:
+        series = series.cast(pl.String)
+    if series.null_count() == len(series):
+        return series
     if unescape:
-        expr = unescape_expr(expr)
+        series = unescape_series(series)
+    series = _rewrite_rows(
+        series, series.str.contains(rules.any_pattern), functools.partial(_passes, rules=rules)
+    )
+    return _after_passes(series, rules)
+
+
+def _passes(series: pl.Series, rules: RuleSet) -> pl.Series:
     for rule_pass in rules.passes:
-        expr = expr.str.replace_all(rule_pass.pattern, rule_pass.replacement)
-    if rules.context or rules.external:
-        expr = expr.map_batches(
-            lambda s: _after_passes(s, rules), return_dtype=pl.String, is_elementwise=True
-        )
-    return expr
+        series = series.str.replace_all(rule_pass.pattern, rule_pass.replacement)
+    return series
 
 
 def _after_passes(series: pl.Series, rules: RuleSet) -> pl.Series:
