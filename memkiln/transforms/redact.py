@@ -413,14 +413,15 @@ def unescape_expr(expr: pl.Expr) -> pl.Expr:
     return expr.map_batches(unescape_series, return_dtype=pl.String, is_elementwise=True)
 
 
-#: Every text :func:`unescape_series` changes holds one of these (ASCII case-insensitively).
-_UNESCAPE_NEEDLES = ["\\u00", "\\/"]
+#: Every text :func:`unescape_series` changes holds one of the escapes it decodes (the
+#: replace_many step reads ``\U0041`` too, ASCII case-insensitively); ``\u001b`` (an ANSI
+#: colour code, in most tool outputs) is not one of them.
+_UNESCAPE_ROWS = r"(?i-u:\\u00(?:2[013-9a-f]|[346][0-9a-f]|5[0-9abd-f]|7[0-9a-e]))|\\/"
 
 
 def unescape_series(series: pl.Series) -> pl.Series:
     """:func:`unescape_expr` on a series: only the rows that hold an escape are rewritten."""
-    hit = series.str.contains_any(_UNESCAPE_NEEDLES, ascii_case_insensitive=True)
-    return _rewrite_rows(series, hit, _unescape_all)
+    return _rewrite_rows(series, series.str.contains(_UNESCAPE_ROWS), _unescape_all)
 
 
 def _unescape_all(series: pl.Series) -> pl.Series:

@@ -115,3 +115,13 @@ def test_key_words_that_are_not_ascii_fall_back_to_the_automaton() -> None:
 
     assert keyword_pattern(["caf\u00e9"]) == "" and keyword_pattern([]) == ""
     assert keyword_pattern(["a.b-c", "x y"]) == "(?i-u:a\\x{2e}b\\x{2d}c|x\\x{20}y)"
+
+
+def test_the_rows_unescape_rewrites_are_exactly_those_holding_an_escape_it_decodes() -> None:
+    decoded = [*redact._ASCII_ESCAPES, *(e.upper() for e in redact._ASCII_ESCAPES)]
+    kept = ["\\u001b[32m", "\\u0022", "\\u005c", "\\u00e9", "\\u2192", "u0041", "\\n"]
+    series = pl.Series("t", [f"x{e}y" for e in decoded + kept], dtype=pl.String)
+    rows = series.str.contains(redact._UNESCAPE_ROWS).to_list()
+    assert rows == [True] * len(decoded) + [False] * len(kept)
+    changed = (_plain_unescape(series) != series).to_list()
+    assert changed == rows
