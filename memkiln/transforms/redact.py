@@ -69,7 +69,7 @@ from memkiln.transforms.redact_source import (
     SourceRules,
     parse_betterleaks,
     redact_source_series,
-    source_hits,
+    redact_source_with_hits,
 )
 
 __all__ = [
@@ -506,78 +506,69 @@ def rule_hit_counts(lf: pl.LazyFrame, *, column: str, rules: RuleSet) -> pl.Lazy
 
     Give it the text before redaction. Every replaced span counts once, for the rule that
     replaced it: pass by pass, the spans the pass's alternation matches (in the text as the
-    earlier passes left it) go to the first rule of the pass that matches at the span's start.
-    Only rows the combined pattern flags are looked at, and the per-rule tests run on the short
-    spans, not on the (often long) rows. Rows follow the rule order (pass by pass, file order
-    within a pass).
+    earlier passes left it) go to the first rule of the pass that matches at the span's start
+    (else the first that matches inside it). Only rows the combined pattern flags are looked at,
+    and the per-rule tests run on the short spans not yet given to a rule, not on the (often
+    long) rows. The maintained rule set's and the key-word passes count what they replace in
+    the text the passes left. Rows follow the rule order (pass by pass, file order within a
+    pass).
     """
-    text = pl.col("text")
-    steps = lf.select(text=pl.col(column)).filter(text.str.contains(rules.any_pattern))
-    for i, rule_pass in enumerate(rules.passes):
-        spans_of_pass = text.str.extract_all(rule_pass.pattern).alias(rule_pass.name)
-        if i + 1 < len(rules.passes):  # the next pass sees this one's output
-            steps = steps.with_columns(
-                spans_of_pass, text.str.replace_all(rule_pass.pattern, rule_pass.replacement)
-            )
-        else:
-            steps = steps.with_columns(spans_of_pass)
-    spans = (
-        steps.select(rule_pass.name for rule_pass in rules.passes)
-        .unpivot(variable_name="pass_name", value_name="span")
-        .explode("span")
-        .drop_nulls("span")
-    )
-    span = pl.col("span")
-    in_pass = [pl.col("pass_name") == rule.pass_name for rule in rules.rules]
-    rule_id = pl.coalesce(
-        *(
-            pl.when(here & span.str.contains(f"^(?:{rule.pattern})")).then(pl.lit(rule.id))
-            for rule, here in zip(rules.rules, in_pass, strict=True)
-        ),
-        # a rule whose match depends on the text around the span: the first that matches inside
-        *(
-            pl.when(here & span.str.contains(rule.pattern)).then(pl.lit(rule.id))
-            for rule, here in zip(rules.rules, in_pass, strict=True)
-        ),
-    )
-    counted = spans.select(rule_id=rule_id).drop_nulls().group_by("rule_id").agg(hits=pl.len())
-    if rules.context or rules.external:
-        after = lf.select(text=pl.col(column))
-        for rule_pass in rules.passes:
-            after = after.with_columns(
-                text.str.replace_all(rule_pass.pattern, rule_pass.replacement)
-            )
-        context = rules.context
+    schema = {"rule_id": pl.String, "hits": pl.Int64}
 
-        def count_context(frame: pl.DataFrame) -> pl.DataFrame:
-            text = frame["text"].drop_nulls()
-            found: dict[str, int] = {}
-            if rules.external:
-                found |= source_hits(text, rules.external, REDACTED)
-                text = redact_source_series(text, rules.external, REDACTED)
-            found |= context_hits(text, context, REDACTED)
-            return pl.DataFrame(
-                {"rule_id": list(found), "hits": list(found.values())},
-                schema={"rule_id": pl.String, "hits": pl.UInt32},
-            )
+    def count(frame: pl.DataFrame) -> pl.DataFrame:
+        found = _hits_of(frame["text"], rules)
+        return pl.DataFrame({"rule_id": list(found), "hits": list(found.values())}, schema=schema)
 
-        counted = pl.concat(
-            [
-                counted.cast({"hits": pl.UInt32}),
-                after.map_batches(count_context, schema={"rule_id": pl.String, "hits": pl.UInt32}),
-            ]
-        )
     order = pl.LazyFrame(
         {"rule_id": list(rules.rule_ids), "order": list(range(len(rules.rule_ids)))},
         schema={"rule_id": pl.String, "order": pl.Int64},
     )
     return (
-        counted.group_by("rule_id")
+        lf.select(text=pl.col(column).cast(pl.String))
+        .map_batches(count, schema=schema)
+        .group_by("rule_id")
         .agg(hits=pl.col("hits").sum().cast(pl.Int64))
         .join(order, on="rule_id")
         .sort("order")
         .drop("order")
     )
+
+
+def _hits_of(text: pl.Series, rules: RuleSet) -> dict[str, int]:
+    """Replaced spans per rule in ``text`` (before redaction), rules that replaced nothing left
+    out (the key-word pass may name a rule with 0)."""
+    text = text.drop_nulls()
+    found: dict[str, int] = {}
+    flagged = text.str.contains(rules.any_pattern).fill_null(False)
+    current = text.filter(flagged)
+    for rule_pass in rules.passes:
+        spans = current.str.extract_all(rule_pass.pattern).explode().drop_nulls()
+        members = [rule for rule in rules.rules if rule.pass_name == rule_pass.name]
+        found |= _spans_per_rule(spans, members)
+        current = current.str.replace_all(rule_pass.pattern, rule_pass.replacement)
+    if rules.context or rules.external:
+        after = _rewrite_rows(text, flagged, lambda _: current) if len(current) else text
+        if rules.external:
+            after, source = redact_source_with_hits(after, rules.external, REDACTED)
+            found |= source
+        found |= context_hits(after, rules.context, REDACTED)
+    return found
+
+
+def _spans_per_rule(spans: pl.Series, members: Sequence[Rule]) -> dict[str, int]:
+    """Each span goes to the first rule that matches at its start, else to the first that
+    matches inside it (a rule whose match depends on the text around the span)."""
+    counts: dict[str, int] = {}
+    for anchored in (True, False):
+        for rule in members:
+            if spans.is_empty():
+                return counts
+            hit = spans.str.contains(f"^(?:{rule.pattern})" if anchored else rule.pattern)
+            n = int(hit.sum())
+            if n:
+                counts[rule.id] = counts.get(rule.id, 0) + n
+                spans = spans.filter(~hit)
+    return counts
 
 
 def redact_text(text: str, *, rules: RuleSet) -> str:

@@ -47,6 +47,7 @@ __all__ = [
     "keyword_pattern",
     "parse_betterleaks",
     "redact_source_series",
+    "redact_source_with_hits",
     "source_hits",
 ]
 
@@ -443,12 +444,19 @@ def _secrets_of(spans: pl.Series, pattern: str) -> dict[str, str]:
 
 def redact_source_series(series: pl.Series, rules: SourceRules, marker: str) -> pl.Series:
     """``series`` with the secrets the external rules confirm replaced by ``marker``."""
-    mask, found, _ = _confirmed(series, rules, marker)
+    return redact_source_with_hits(series, rules, marker)[0]
+
+
+def redact_source_with_hits(
+    series: pl.Series, rules: SourceRules, marker: str
+) -> tuple[pl.Series, dict[str, int]]:
+    """:func:`redact_source_series` and :func:`source_hits` of ``series`` in one search."""
+    mask, found, hits = _confirmed(series, rules, marker)
     if not found:
-        return series
+        return series, dict(hits)
     keys = sorted(found, key=len, reverse=True)  # a text that contains another goes whole
     replaced = series.filter(mask).str.replace_many(keys, [found[k] for k in keys])
-    return series.clone().scatter(mask.arg_true(), replaced)
+    return series.clone().scatter(mask.arg_true(), replaced), dict(hits)
 
 
 def source_hits(series: pl.Series, rules: SourceRules, marker: str) -> dict[str, int]:

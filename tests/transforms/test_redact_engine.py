@@ -10,13 +10,19 @@ import json
 
 import polars as pl
 import pytest
-from polars.testing import assert_series_equal
+from polars.testing import assert_frame_equal, assert_series_equal
 
 from memkiln.io.rules import load_rules
 from memkiln.transforms import redact
-from memkiln.transforms.redact import REDACTED, RuleSet, redact_series, unescape_series
-from memkiln.transforms.redact_context import redact_context_series
-from memkiln.transforms.redact_source import redact_source_series
+from memkiln.transforms.redact import (
+    REDACTED,
+    RuleSet,
+    redact_series,
+    rule_hit_counts,
+    unescape_series,
+)
+from memkiln.transforms.redact_context import context_hits, redact_context_series
+from memkiln.transforms.redact_source import redact_source_series, source_hits
 from tests.transforms.test_redact import FIXTURE_SECRETS, ORDINARY, PLACEMENTS
 
 
@@ -125,3 +131,84 @@ def test_the_rows_unescape_rewrites_are_exactly_those_holding_an_escape_it_decod
     assert rows == [True] * len(decoded) + [False] * len(kept)
     changed = (_plain_unescape(series) != series).to_list()
     assert changed == rows
+
+
+def _reference_hit_counts(lf: pl.LazyFrame, *, column: str, rules: RuleSet) -> pl.LazyFrame:
+    """rule_hit_counts as it was (one Polars plan over every rule): the definition."""
+    text = pl.col("text")
+    steps = lf.select(text=pl.col(column)).filter(text.str.contains(rules.any_pattern))
+    for i, rule_pass in enumerate(rules.passes):
+        spans_of_pass = text.str.extract_all(rule_pass.pattern).alias(rule_pass.name)
+        if i + 1 < len(rules.passes):  # the next pass sees this one's output
+            steps = steps.with_columns(
+                spans_of_pass, text.str.replace_all(rule_pass.pattern, rule_pass.replacement)
+            )
+        else:
+            steps = steps.with_columns(spans_of_pass)
+    spans = (
+        steps.select(rule_pass.name for rule_pass in rules.passes)
+        .unpivot(variable_name="pass_name", value_name="span")
+        .explode("span")
+        .drop_nulls("span")
+    )
+    span = pl.col("span")
+    in_pass = [pl.col("pass_name") == rule.pass_name for rule in rules.rules]
+    rule_id = pl.coalesce(
+        *(
+            pl.when(here & span.str.contains(f"^(?:{rule.pattern})")).then(pl.lit(rule.id))
+            for rule, here in zip(rules.rules, in_pass, strict=True)
+        ),
+        # a rule whose match depends on the text around the span: the first that matches inside
+        *(
+            pl.when(here & span.str.contains(rule.pattern)).then(pl.lit(rule.id))
+            for rule, here in zip(rules.rules, in_pass, strict=True)
+        ),
+    )
+    counted = spans.select(rule_id=rule_id).drop_nulls().group_by("rule_id").agg(hits=pl.len())
+    if rules.context or rules.external:
+        after = lf.select(text=pl.col(column))
+        for rule_pass in rules.passes:
+            after = after.with_columns(
+                text.str.replace_all(rule_pass.pattern, rule_pass.replacement)
+            )
+        context = rules.context
+
+        def count_context(frame: pl.DataFrame) -> pl.DataFrame:
+            text = frame["text"].drop_nulls()
+            found: dict[str, int] = {}
+            if rules.external:
+                found |= source_hits(text, rules.external, REDACTED)
+                text = redact_source_series(text, rules.external, REDACTED)
+            found |= context_hits(text, context, REDACTED)
+            return pl.DataFrame(
+                {"rule_id": list(found), "hits": list(found.values())},
+                schema={"rule_id": pl.String, "hits": pl.UInt32},
+            )
+
+        counted = pl.concat(
+            [
+                counted.cast({"hits": pl.UInt32}),
+                after.map_batches(count_context, schema={"rule_id": pl.String, "hits": pl.UInt32}),
+            ]
+        )
+    order = pl.LazyFrame(
+        {"rule_id": list(rules.rule_ids), "order": list(range(len(rules.rule_ids)))},
+        schema={"rule_id": pl.String, "order": pl.Int64},
+    )
+    return (
+        counted.group_by("rule_id")
+        .agg(hits=pl.col("hits").sum().cast(pl.Int64))
+        .join(order, on="rule_id")
+        .sort("order")
+        .drop("order")
+    )
+
+
+def test_rule_hit_counts_equal_the_one_plan_definition(rules: RuleSet) -> None:
+    texts = _texts()
+    texts += [" ".join(t for t in texts[i : i + 7] if t) for i in range(0, len(texts), 7)]
+    frame = pl.LazyFrame({"text": texts}, schema={"text": pl.String})
+    got = rule_hit_counts(frame, column="text", rules=rules).collect()
+    expected = _reference_hit_counts(frame, column="text", rules=rules).collect()
+    assert_frame_equal(got, expected)
+    assert got.height > 20 and got["hits"].sum() > 2 * len(FIXTURE_SECRETS)
