@@ -78,6 +78,8 @@ __all__ = [
     "Rule",
     "RuleSet",
     "redact_expr",
+    "redact_flagged_expr",
+    "redact_flagged_series",
     "redact_secrets",
     "redact_series",
     "redact_text",
@@ -444,50 +446,123 @@ def _rewrite_rows(
     return series.clone().scatter(hit.arg_true(), rewrite(series.filter(hit)))
 
 
-def redact_expr(expr: pl.Expr, *, rules: RuleSet, unescape: bool = True) -> pl.Expr:
+def redact_expr(
+    expr: pl.Expr, *, rules: RuleSet, unescape: bool = True, key_words: pl.Expr | None = None
+) -> pl.Expr:
     """``expr`` (a string expression) with every secret replaced by ``[REDACTED_SECRET]``.
 
     The text is first decoded with :func:`unescape_expr` (pass ``unescape=False`` when it
-    already is), so secrets spelled with JSON escapes are found too.
+    already is), so secrets spelled with JSON escapes are found too. ``key_words`` (boolean,
+    see :func:`redact_series`) lets the source pass skip rows known to hold none of its key
+    words; the result is then named ``text`` (alias it).
     """
-    return expr.map_batches(
-        functools.partial(redact_series, rules=rules, unescape=unescape),
-        return_dtype=pl.String,
-        is_elementwise=True,
+    if key_words is None:
+        return expr.map_batches(
+            functools.partial(redact_series, rules=rules, unescape=unescape),
+            return_dtype=pl.String,
+            is_elementwise=True,
+        )
+
+    def run(both: pl.Series) -> pl.Series:
+        text, flags = both.struct.field("text"), both.struct.field("key_words")
+        return redact_series(text, rules=rules, unescape=unescape, key_words=flags)
+
+    return pl.struct(text=expr, key_words=key_words).map_batches(
+        run, return_dtype=pl.String, is_elementwise=True
     )
 
 
-def redact_series(series: pl.Series, *, rules: RuleSet, unescape: bool = True) -> pl.Series:
+#: What :func:`redact_flagged_expr` gives: the redacted text and its key-word flag.
+FLAGGED = pl.Struct({"text": pl.String, "key_words": pl.Boolean})
+
+
+def redact_flagged_expr(expr: pl.Expr, *, rules: RuleSet, unescape: bool = True) -> pl.Expr:
+    """:func:`redact_flagged_series` as an expression: a struct of ``text`` and ``key_words``."""
+
+    def run(series: pl.Series) -> pl.Series:
+        text, flags = redact_flagged_series(series, rules=rules, unescape=unescape)
+        return pl.DataFrame([text.rename("text"), flags.rename("key_words")]).to_struct(series.name)
+
+    return expr.map_batches(run, return_dtype=FLAGGED, is_elementwise=True)
+
+
+def redact_series(
+    series: pl.Series,
+    *,
+    rules: RuleSet,
+    unescape: bool = True,
+    key_words: pl.Series | None = None,
+) -> pl.Series:
     """:func:`redact_expr` on a series.
 
     Each step rewrites only the rows it changes: the regex passes run on the rows where one of
     their rules matches (a row none matches is left as it is by all three), the maintained rule
-    set's and the key-word passes on the rows their key words reach.
+    set's and the key-word passes on the rows their key words reach. ``key_words``, when
+    given, is false for rows known to hold none of the maintained rule set's key words (see
+    :func:`redact_flagged_series`): the source pass skips them.
     """
+    return _redact(series, rules=rules, unescape=unescape, key_words=key_words)[0]
+
+
+def redact_flagged_series(
+    series: pl.Series, *, rules: RuleSet, unescape: bool = True
+) -> tuple[pl.Series, pl.Series]:
+    """:func:`redact_series`, and per row whether the redacted text may hold one of the
+    maintained rule set's key words.
+
+    A row flagged false holds none, and neither does any string JSON-decoded from it: key
+    words hold no character a JSON escape stands for (a quote, a backslash, a control or
+    non-ASCII character), the escapes of printable ASCII characters are decoded before the
+    passes, and a marker cannot complete a key word. The decoded items of such a line can skip
+    the source pass (``key_words`` of :func:`redact_series`).
+    """
+    return _redact(series, rules=rules, unescape=unescape, key_words=None)
+
+
+def _redact(
+    series: pl.Series, *, rules: RuleSet, unescape: bool, key_words: pl.Series | None
+) -> tuple[pl.Series, pl.Series]:
     if series.dtype != pl.String:
         series = series.cast(pl.String)
     if series.null_count() == len(series):
-        return series
+        return series, pl.Series(series.name, [False] * len(series), dtype=pl.Boolean)
     if unescape:
         series = unescape_series(series)
     series = _rewrite_rows(
         series, series.str.contains(rules.any_pattern), functools.partial(_passes, rules=rules)
     )
-    return _after_passes(series, rules)
+    flags = pl.Series(series.name, [True] * len(series), dtype=pl.Boolean)
+    if rules.external:
+        found = _keyword_rows(series, rules.external, key_words)
+        series = redact_source_series(series, rules.external, REDACTED, found)
+        if _markers_make_no_key_word(rules.external):
+            flags = found
+    if rules.context:
+        series = redact_context_series(series, rules.context, REDACTED)
+    return series, flags
+
+
+def _keyword_rows(series: pl.Series, source: SourceRules, key_words: pl.Series | None) -> pl.Series:
+    """The rows holding a key word of ``source``, looked for only where ``key_words`` allows."""
+    if key_words is None:
+        return source.keyword_rows(series)
+    allowed = key_words.fill_null(True)
+    found = pl.Series(series.name, [False] * len(series), dtype=pl.Boolean)
+    if allowed.any():
+        found = found.scatter(allowed.arg_true(), source.keyword_rows(series.filter(allowed)))
+    return found
+
+
+def _markers_make_no_key_word(source: SourceRules) -> bool:
+    """No key word has a bracket or fits in the marker, so replacing a value by the marker
+    cannot make one (the flags of :func:`redact_flagged_series` rely on it)."""
+    marker = REDACTED.lower()
+    return all("[" not in k and "]" not in k and k.lower() not in marker for k in source.keywords)
 
 
 def _passes(series: pl.Series, rules: RuleSet) -> pl.Series:
     for rule_pass in rules.passes:
         series = series.str.replace_all(rule_pass.pattern, rule_pass.replacement)
-    return series
-
-
-def _after_passes(series: pl.Series, rules: RuleSet) -> pl.Series:
-    """The external rule set's pass, then the entropy-gated key-word pass."""
-    if rules.external:
-        series = redact_source_series(series, rules.external, REDACTED)
-    if rules.context:
-        series = redact_context_series(series, rules.context, REDACTED)
     return series
 
 
