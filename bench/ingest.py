@@ -340,15 +340,14 @@ def run_phase(args: argparse.Namespace) -> int:
 
 
 def child(phase: str, archive: Path, *, code: Path | None = None, **extra: object) -> dict:  # type: ignore[type-arg]
-    """Run one phase in a child process; ``code`` is a source tree to import memkiln from
-    instead of the installed one (the old code of a side-by-side run)."""
+    """Run one phase in a child process; memkiln is imported from ``code`` (the old code of a
+    side-by-side run) or else from this checkout."""
     cmd = [sys.executable, __file__, "--phase", phase, "--archive", str(archive)]
     for key, value in extra.items():
         cmd += [f"--{key.replace('_', '-')}", str(value)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_")}
-    env.pop("PYTHONPATH", None)
-    if code is not None:
-        env["PYTHONPATH"] = str(code)
+    # the new code is this checkout's (not whichever memkiln the interpreter has installed)
+    env["PYTHONPATH"] = str(code if code is not None else HERE.parent)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout + proc.stderr)

@@ -505,7 +505,7 @@ def _clean_and_classify(
     ).collect()
     del cleaned, validity
     good = classified.filter(pl.col("reason").is_null()).select(
-        "fid", "line_no", "line", "omitted_bytes"
+        "fid", "line_no", "line", "omitted_bytes", "key_words"
     )
     bad = classified.filter(pl.col("reason").is_not_null()).select(
         file_id="fid",
@@ -545,8 +545,13 @@ def _items_of(
         blocks = fetch_pl(con, sql("extract_content_blocks"))
     finally:
         con.unregister("batch_content")
-    items = build_items(fields.lazy(), blocks.lazy(), fill_timestamps=False)
-    return redact_items(items, rules=rules).collect()
+    items = build_items(fields.lazy(), blocks.lazy(), fill_timestamps=False).join(
+        good.lazy().select("fid", "line_no", "key_words"),
+        on=["fid", "line_no"],
+        how="left",
+        maintain_order="left",
+    )
+    return redact_items(items, rules=rules, key_words="key_words").drop("key_words").collect()
 
 
 def _strip_payloads(con: duckdb.DuckDBPyConnection, fields: pl.DataFrame) -> pl.DataFrame:
@@ -627,7 +632,8 @@ def _mend_surrogates(
     if not ok.height:
         return cleaned, validity
     keys = ["fid", "line_no"]
-    cleaned = cleaned.update(ok, on=keys)
+    # a mended line is not vouched for by its key-word flag any more
+    cleaned = cleaned.update(ok.with_columns(key_words=pl.lit(True)), on=keys)
     validity = validity.update(ok.select(*keys, valid=pl.lit(True)), on=keys)
     return cleaned, validity
 

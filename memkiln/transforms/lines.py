@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from memkiln.constants import BLOB_MIN_CHARS, QUARANTINE_EXCERPT_CHARS
-from memkiln.transforms.redact import RuleSet, redact_expr, unescape_expr
+from memkiln.transforms.redact import RuleSet, redact_expr, redact_flagged_expr, unescape_expr
 
 #: A JSON string that is only a (possibly data-URL prefixed) base64 blob.
 BLOB_PATTERN = (
@@ -125,14 +125,16 @@ def _decode_utf8(binary: pl.Series) -> tuple[pl.Series, pl.Series]:
 def clean_lines(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
     """Replace base64 blobs by a note, then redact secrets, in the ``line`` column.
 
-    Adds ``omitted_bytes`` (bytes removed as blobs) and ``secrets_in`` (the unredacted text of
-    the lines redaction changed, null elsewhere: count hits on it, then drop it). Lines are
+    Adds ``omitted_bytes`` (bytes removed as blobs), ``key_words`` (false where the redacted
+    line holds none of the maintained rule set's key words, see ``redact_flagged_series``) and
+    ``secrets_in`` (the unredacted text of the lines redaction changed, null elsewhere: count
+    hits on it, then drop it). Lines are
     whole JSON texts; both steps keep a valid JSON line valid (the redaction rules never
     touch a quote or an escape).
     """
     without_blobs = pl.col("line").str.replace_all(BLOB_PATTERN, BLOB_NOTE)
     # redaction sees the decoded text: escaped ASCII written out (a valid line stays valid)
-    redacted = redact_expr(pl.col("decoded"), rules=rules, unescape=False)
+    redacted = pl.col("redacted").struct.field("text")
     return (
         lf.with_columns(without_blobs=without_blobs)
         .with_columns(
@@ -141,14 +143,18 @@ def clean_lines(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
             ).cast(pl.Int32),
             decoded=unescape_expr(pl.col("without_blobs")),
         )
+        .with_columns(redacted=redact_flagged_expr(pl.col("decoded"), rules=rules, unescape=False))
         .with_columns(
             line=redacted,
+            # false where the line holds none of the maintained rule set's key words: the
+            # texts decoded from it skip that pass (redact_series)
+            key_words=pl.col("redacted").struct.field("key_words"),
             # the text before redaction, kept only where redaction changed something, so the
             # per-rule hit count looks at those few lines instead of all of them
             secrets_in=pl.when(redacted != pl.col("decoded")).then("decoded"),
             lossy=_redact_lossy(pl.col("lossy"), rules=rules),
         )
-        .drop("without_blobs", "decoded")
+        .drop("without_blobs", "decoded", "redacted")
     )
 
 
@@ -171,11 +177,14 @@ def classify_lines(lf: pl.LazyFrame) -> pl.LazyFrame:
 
     Expects ``valid`` (the line is valid JSON, from DuckDB's parser). Blank lines are dropped.
     """
-    stripped = pl.col("line").str.strip_chars()
-    return lf.filter(pl.col("line").is_null() | (stripped.str.len_bytes() > 0)).with_columns(
+    # anchored tests rather than a stripped copy of every line: ``\s`` is Unicode White_Space,
+    # the characters ``str.strip_chars()`` strips
+    blank = pl.col("line").str.contains(r"^\s*$")
+    opens_object = pl.col("line").str.contains(r"^\s*\{")
+    return lf.filter(pl.col("line").is_null() | ~blank).with_columns(
         reason=pl.when(pl.col("line").is_null())
         .then(pl.lit("invalid_utf8"))
-        .when(pl.col("valid") & stripped.str.starts_with("{"))
+        .when(pl.col("valid") & opens_object)
         .then(pl.lit(None, dtype=pl.String))
         .when(pl.col("valid"))
         .then(pl.lit("not_an_object"))

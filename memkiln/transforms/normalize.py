@@ -686,11 +686,19 @@ ROLLOUT_TEXT_COLUMNS = (
 )
 
 
-def redact_items(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
-    """Redact the decoded text of items: ``text``, names, ids and every message part."""
+def redact_items(lf: pl.LazyFrame, *, rules: RuleSet, key_words: str | None = None) -> pl.LazyFrame:
+    """Redact the decoded text of items: ``text``, names, ids and every message part.
+
+    ``key_words`` names a boolean column, false for items of a line that holds none of the
+    maintained rule set's key words (``clean_lines``): their texts skip that rule set's pass.
+    """
     part = pl.element().struct
+    flags = pl.col(key_words) if key_words else None
     return lf.with_columns(
-        *(redact_expr(pl.col(name), rules=rules) for name in ITEM_TEXT_COLUMNS),
+        *(
+            redact_expr(pl.col(name), rules=rules, key_words=flags).alias(name)
+            for name in ITEM_TEXT_COLUMNS
+        ),
         parts=pl.col("parts").list.eval(
             pl.struct(type=part.field("type"), text=redact_expr(part.field("text"), rules=rules))
         ),

@@ -69,7 +69,7 @@ from memkiln.transforms.redact_source import (
     SourceRules,
     parse_betterleaks,
     redact_source_series,
-    source_hits,
+    redact_source_with_hits,
 )
 
 __all__ = [
@@ -78,11 +78,15 @@ __all__ = [
     "Rule",
     "RuleSet",
     "redact_expr",
+    "redact_flagged_expr",
+    "redact_flagged_series",
     "redact_secrets",
+    "redact_series",
     "redact_text",
     "rule_hit_counts",
     "secret_count_expr",
     "unescape_expr",
+    "unescape_series",
 ]
 
 REDACTED: str = "[REDACTED_SECRET]"
@@ -408,34 +412,157 @@ def unescape_expr(expr: pl.Expr) -> pl.Expr:
     the backslash are never unescaped, and no escape is left half. Text without such escapes is
     unchanged.
     """
-    return expr.str.replace_all(_ESCAPED_ASCII, r"\${1}").str.replace_many(
+    return expr.map_batches(unescape_series, return_dtype=pl.String, is_elementwise=True)
+
+
+#: Every text :func:`unescape_series` changes holds one of the escapes it decodes (the
+#: replace_many step reads ``\U0041`` too, ASCII case-insensitively); ``\u001b`` (an ANSI
+#: colour code, in most tool outputs) is not one of them.
+_UNESCAPE_ROWS = r"(?i-u:\\u00(?:2[013-9a-f]|[346][0-9a-f]|5[0-9abd-f]|7[0-9a-e]))|\\/"
+
+
+def unescape_series(series: pl.Series) -> pl.Series:
+    """:func:`unescape_expr` on a series: only the rows that hold an escape are rewritten."""
+    return _rewrite_rows(series, series.str.contains(_UNESCAPE_ROWS), _unescape_all)
+
+
+def _unescape_all(series: pl.Series) -> pl.Series:
+    return series.str.replace_all(_ESCAPED_ASCII, r"\${1}").str.replace_many(
         _ASCII_ESCAPES, _ASCII_CHARS, ascii_case_insensitive=True
     )
 
 
-def redact_expr(expr: pl.Expr, *, rules: RuleSet, unescape: bool = True) -> pl.Expr:
+def _rewrite_rows(
+    series: pl.Series, hit: pl.Series, rewrite: Callable[[pl.Series], pl.Series]
+) -> pl.Series:
+    """``series`` with ``rewrite`` applied to the rows where ``hit`` is true, the others kept
+    as they are (not copied: a ``replace_all`` over every row writes every byte again)."""
+    hit = hit.fill_null(False)
+    n = int(hit.sum())
+    if n == 0:
+        return series
+    if n == len(series):
+        return rewrite(series)
+    return series.clone().scatter(hit.arg_true(), rewrite(series.filter(hit)))
+
+
+def redact_expr(
+    expr: pl.Expr, *, rules: RuleSet, unescape: bool = True, key_words: pl.Expr | None = None
+) -> pl.Expr:
     """``expr`` (a string expression) with every secret replaced by ``[REDACTED_SECRET]``.
 
     The text is first decoded with :func:`unescape_expr` (pass ``unescape=False`` when it
-    already is), so secrets spelled with JSON escapes are found too.
+    already is), so secrets spelled with JSON escapes are found too. ``key_words`` (boolean,
+    see :func:`redact_series`) lets the source pass skip rows known to hold none of its key
+    words; the result is then named ``text`` (alias it).
     """
-    if unescape:
-        expr = unescape_expr(expr)
-    for rule_pass in rules.passes:
-        expr = expr.str.replace_all(rule_pass.pattern, rule_pass.replacement)
-    if rules.context or rules.external:
-        expr = expr.map_batches(
-            lambda s: _after_passes(s, rules), return_dtype=pl.String, is_elementwise=True
+    if key_words is None:
+        return expr.map_batches(
+            functools.partial(redact_series, rules=rules, unescape=unescape),
+            return_dtype=pl.String,
+            is_elementwise=True,
         )
-    return expr
+
+    def run(both: pl.Series) -> pl.Series:
+        text, flags = both.struct.field("text"), both.struct.field("key_words")
+        return redact_series(text, rules=rules, unescape=unescape, key_words=flags)
+
+    return pl.struct(text=expr, key_words=key_words).map_batches(
+        run, return_dtype=pl.String, is_elementwise=True
+    )
 
 
-def _after_passes(series: pl.Series, rules: RuleSet) -> pl.Series:
-    """The external rule set's pass, then the entropy-gated key-word pass."""
+#: What :func:`redact_flagged_expr` gives: the redacted text and its key-word flag.
+FLAGGED = pl.Struct({"text": pl.String, "key_words": pl.Boolean})
+
+
+def redact_flagged_expr(expr: pl.Expr, *, rules: RuleSet, unescape: bool = True) -> pl.Expr:
+    """:func:`redact_flagged_series` as an expression: a struct of ``text`` and ``key_words``."""
+
+    def run(series: pl.Series) -> pl.Series:
+        text, flags = redact_flagged_series(series, rules=rules, unescape=unescape)
+        return pl.DataFrame([text.rename("text"), flags.rename("key_words")]).to_struct(series.name)
+
+    return expr.map_batches(run, return_dtype=FLAGGED, is_elementwise=True)
+
+
+def redact_series(
+    series: pl.Series,
+    *,
+    rules: RuleSet,
+    unescape: bool = True,
+    key_words: pl.Series | None = None,
+) -> pl.Series:
+    """:func:`redact_expr` on a series.
+
+    Each step rewrites only the rows it changes: the regex passes run on the rows where one of
+    their rules matches (a row none matches is left as it is by all three), the maintained rule
+    set's and the key-word passes on the rows their key words reach. ``key_words``, when
+    given, is false for rows known to hold none of the maintained rule set's key words (see
+    :func:`redact_flagged_series`): the source pass skips them.
+    """
+    return _redact(series, rules=rules, unescape=unescape, key_words=key_words)[0]
+
+
+def redact_flagged_series(
+    series: pl.Series, *, rules: RuleSet, unescape: bool = True
+) -> tuple[pl.Series, pl.Series]:
+    """:func:`redact_series`, and per row whether the redacted text may hold one of the
+    maintained rule set's key words.
+
+    A row flagged false holds none, and neither does any string JSON-decoded from it: key
+    words hold no character a JSON escape stands for (a quote, a backslash, a control or
+    non-ASCII character), the escapes of printable ASCII characters are decoded before the
+    passes, and a marker cannot complete a key word. The decoded items of such a line can skip
+    the source pass (``key_words`` of :func:`redact_series`).
+    """
+    return _redact(series, rules=rules, unescape=unescape, key_words=None)
+
+
+def _redact(
+    series: pl.Series, *, rules: RuleSet, unescape: bool, key_words: pl.Series | None
+) -> tuple[pl.Series, pl.Series]:
+    if series.dtype != pl.String:
+        series = series.cast(pl.String)
+    if series.null_count() == len(series):
+        return series, pl.Series(series.name, [False] * len(series), dtype=pl.Boolean)
+    if unescape:
+        series = unescape_series(series)
+    series = _rewrite_rows(
+        series, series.str.contains(rules.any_pattern), functools.partial(_passes, rules=rules)
+    )
+    flags = pl.Series(series.name, [True] * len(series), dtype=pl.Boolean)
     if rules.external:
-        series = redact_source_series(series, rules.external, REDACTED)
+        found = _keyword_rows(series, rules.external, key_words)
+        series = redact_source_series(series, rules.external, REDACTED, found)
+        if _markers_make_no_key_word(rules.external):
+            flags = found
     if rules.context:
         series = redact_context_series(series, rules.context, REDACTED)
+    return series, flags
+
+
+def _keyword_rows(series: pl.Series, source: SourceRules, key_words: pl.Series | None) -> pl.Series:
+    """The rows holding a key word of ``source``, looked for only where ``key_words`` allows."""
+    if key_words is None:
+        return source.keyword_rows(series)
+    allowed = key_words.fill_null(True)
+    found = pl.Series(series.name, [False] * len(series), dtype=pl.Boolean)
+    if allowed.any():
+        found = found.scatter(allowed.arg_true(), source.keyword_rows(series.filter(allowed)))
+    return found
+
+
+def _markers_make_no_key_word(source: SourceRules) -> bool:
+    """No key word has a bracket or fits in the marker, so replacing a value by the marker
+    cannot make one (the flags of :func:`redact_flagged_series` rely on it)."""
+    marker = REDACTED.lower()
+    return all("[" not in k and "]" not in k and k.lower() not in marker for k in source.keywords)
+
+
+def _passes(series: pl.Series, rules: RuleSet) -> pl.Series:
+    for rule_pass in rules.passes:
+        series = series.str.replace_all(rule_pass.pattern, rule_pass.replacement)
     return series
 
 
@@ -454,78 +581,69 @@ def rule_hit_counts(lf: pl.LazyFrame, *, column: str, rules: RuleSet) -> pl.Lazy
 
     Give it the text before redaction. Every replaced span counts once, for the rule that
     replaced it: pass by pass, the spans the pass's alternation matches (in the text as the
-    earlier passes left it) go to the first rule of the pass that matches at the span's start.
-    Only rows the combined pattern flags are looked at, and the per-rule tests run on the short
-    spans, not on the (often long) rows. Rows follow the rule order (pass by pass, file order
-    within a pass).
+    earlier passes left it) go to the first rule of the pass that matches at the span's start
+    (else the first that matches inside it). Only rows the combined pattern flags are looked at,
+    and the per-rule tests run on the short spans not yet given to a rule, not on the (often
+    long) rows. The maintained rule set's and the key-word passes count what they replace in
+    the text the passes left. Rows follow the rule order (pass by pass, file order within a
+    pass).
     """
-    text = pl.col("text")
-    steps = lf.select(text=pl.col(column)).filter(text.str.contains(rules.any_pattern))
-    for i, rule_pass in enumerate(rules.passes):
-        spans_of_pass = text.str.extract_all(rule_pass.pattern).alias(rule_pass.name)
-        if i + 1 < len(rules.passes):  # the next pass sees this one's output
-            steps = steps.with_columns(
-                spans_of_pass, text.str.replace_all(rule_pass.pattern, rule_pass.replacement)
-            )
-        else:
-            steps = steps.with_columns(spans_of_pass)
-    spans = (
-        steps.select(rule_pass.name for rule_pass in rules.passes)
-        .unpivot(variable_name="pass_name", value_name="span")
-        .explode("span")
-        .drop_nulls("span")
-    )
-    span = pl.col("span")
-    in_pass = [pl.col("pass_name") == rule.pass_name for rule in rules.rules]
-    rule_id = pl.coalesce(
-        *(
-            pl.when(here & span.str.contains(f"^(?:{rule.pattern})")).then(pl.lit(rule.id))
-            for rule, here in zip(rules.rules, in_pass, strict=True)
-        ),
-        # a rule whose match depends on the text around the span: the first that matches inside
-        *(
-            pl.when(here & span.str.contains(rule.pattern)).then(pl.lit(rule.id))
-            for rule, here in zip(rules.rules, in_pass, strict=True)
-        ),
-    )
-    counted = spans.select(rule_id=rule_id).drop_nulls().group_by("rule_id").agg(hits=pl.len())
-    if rules.context or rules.external:
-        after = lf.select(text=pl.col(column))
-        for rule_pass in rules.passes:
-            after = after.with_columns(
-                text.str.replace_all(rule_pass.pattern, rule_pass.replacement)
-            )
-        context = rules.context
+    schema = {"rule_id": pl.String, "hits": pl.Int64}
 
-        def count_context(frame: pl.DataFrame) -> pl.DataFrame:
-            text = frame["text"].drop_nulls()
-            found: dict[str, int] = {}
-            if rules.external:
-                found |= source_hits(text, rules.external, REDACTED)
-                text = redact_source_series(text, rules.external, REDACTED)
-            found |= context_hits(text, context, REDACTED)
-            return pl.DataFrame(
-                {"rule_id": list(found), "hits": list(found.values())},
-                schema={"rule_id": pl.String, "hits": pl.UInt32},
-            )
+    def count(frame: pl.DataFrame) -> pl.DataFrame:
+        found = _hits_of(frame["text"], rules)
+        return pl.DataFrame({"rule_id": list(found), "hits": list(found.values())}, schema=schema)
 
-        counted = pl.concat(
-            [
-                counted.cast({"hits": pl.UInt32}),
-                after.map_batches(count_context, schema={"rule_id": pl.String, "hits": pl.UInt32}),
-            ]
-        )
     order = pl.LazyFrame(
         {"rule_id": list(rules.rule_ids), "order": list(range(len(rules.rule_ids)))},
         schema={"rule_id": pl.String, "order": pl.Int64},
     )
     return (
-        counted.group_by("rule_id")
+        lf.select(text=pl.col(column).cast(pl.String))
+        .map_batches(count, schema=schema)
+        .group_by("rule_id")
         .agg(hits=pl.col("hits").sum().cast(pl.Int64))
         .join(order, on="rule_id")
         .sort("order")
         .drop("order")
     )
+
+
+def _hits_of(text: pl.Series, rules: RuleSet) -> dict[str, int]:
+    """Replaced spans per rule in ``text`` (before redaction), rules that replaced nothing left
+    out (the key-word pass may name a rule with 0)."""
+    text = text.drop_nulls()
+    found: dict[str, int] = {}
+    flagged = text.str.contains(rules.any_pattern).fill_null(False)
+    current = text.filter(flagged)
+    for rule_pass in rules.passes:
+        spans = current.str.extract_all(rule_pass.pattern).explode().drop_nulls()
+        members = [rule for rule in rules.rules if rule.pass_name == rule_pass.name]
+        found |= _spans_per_rule(spans, members)
+        current = current.str.replace_all(rule_pass.pattern, rule_pass.replacement)
+    if rules.context or rules.external:
+        after = _rewrite_rows(text, flagged, lambda _: current) if len(current) else text
+        if rules.external:
+            after, source = redact_source_with_hits(after, rules.external, REDACTED)
+            found |= source
+        found |= context_hits(after, rules.context, REDACTED)
+    return found
+
+
+def _spans_per_rule(spans: pl.Series, members: Sequence[Rule]) -> dict[str, int]:
+    """Each span goes to the first rule that matches at its start, else to the first that
+    matches inside it (a rule whose match depends on the text around the span)."""
+    counts: dict[str, int] = {}
+    for anchored in (True, False):
+        for rule in members:
+            if spans.is_empty():
+                return counts
+            hit = spans.str.contains(f"^(?:{rule.pattern})" if anchored else rule.pattern)
+            n = int(hit.sum())
+            if n:
+                counts[rule.id] = counts.get(rule.id, 0) + n
+                spans = spans.filter(~hit)
+    return counts
 
 
 def redact_text(text: str, *, rules: RuleSet) -> str:

@@ -159,21 +159,27 @@ def parse_context_rule(raw: Any, *, source: str) -> ContextRule:
     )
 
 
-def _confirmed(series: pl.Series, rule: ContextRule, marker: str) -> dict[str, str]:
-    """Distinct candidate spans of ``series`` whose value passes the gate -> their redaction."""
-    candidates = series.filter(
-        series.str.contains_any(list(rule.prefilter), ascii_case_insensitive=True)
-    )
-    if candidates.is_empty():
-        return {}
+def _confirmed(
+    series: pl.Series, rule: ContextRule, marker: str
+) -> tuple[dict[str, str], pl.Series]:
+    """Distinct candidate spans of ``series`` whose value passes the gate -> their redaction, and
+    the indexes of the rows that may hold a span (a row that holds one passes both filters)."""
+    no_rows = pl.Series(dtype=pl.UInt32)
+    first = series.str.contains_any(list(rule.prefilter), ascii_case_insensitive=True)
+    first = first.fill_null(False)
+    if not first.any():
+        return {}, no_rows
+    rows = first.arg_true()
+    candidates = series.filter(first)
     # then the pattern without its leading boundary: it starts with literals, so the regex
     # engine's prefilter skips most of the text; few rows pass it
-    candidates = candidates.filter(candidates.str.contains(rule.row_filter))
-    if candidates.is_empty():
-        return {}
+    second = candidates.str.contains(rule.row_filter).fill_null(False)
+    if not second.any():
+        return {}, no_rows
+    rows, candidates = rows.filter(second), candidates.filter(second)
     spans = candidates.str.extract_all(rule.pattern).explode().drop_nulls().unique()
     if spans.is_empty():
-        return {}
+        return {}, no_rows
     parts = spans.str.extract_groups(rule.pattern).struct.unnest()
     out: dict[str, str] = {}
     for span, prefix, value in zip(
@@ -184,7 +190,7 @@ def _confirmed(series: pl.Series, rule: ContextRule, marker: str) -> dict[str, s
     ):
         if value and rule.passes(value, prefix or ""):
             out[span] = span.replace(value, marker) if prefix is None else prefix + marker
-    return out
+    return out, rows
 
 
 def redact_context_series(
@@ -192,11 +198,13 @@ def redact_context_series(
 ) -> pl.Series:
     """``series`` with the values the gate confirms replaced by ``marker``."""
     for rule in rules:
-        found = _confirmed(series, rule, marker)
+        found, rows = _confirmed(series, rule, marker)
         if found:
-            # longest first: a span that contains another is replaced whole
+            # longest first: a span that contains another is replaced whole; only the rows that
+            # can hold a span are rewritten
             keys = sorted(found, key=len, reverse=True)
-            series = series.str.replace_many(keys, [found[k] for k in keys])
+            replaced = series.gather(rows).str.replace_many(keys, [found[k] for k in keys])
+            series = series.clone().scatter(rows, replaced)
     return series
 
 
@@ -204,7 +212,7 @@ def context_hits(series: pl.Series, rules: tuple[ContextRule, ...], marker: str)
     """Replaced spans per context rule in ``series`` (the text before this pass)."""
     hits: dict[str, int] = {}
     for rule in rules:
-        found = _confirmed(series, rule, marker)
+        found, _ = _confirmed(series, rule, marker)
         if found:
             rows = series.filter(series.str.contains(rule.row_filter))
             spans = rows.str.extract_all(rule.pattern).explode().drop_nulls()

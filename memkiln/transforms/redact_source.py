@@ -41,7 +41,15 @@ import polars as pl
 
 from memkiln.transforms.redact_context import ContextRule
 
-__all__ = ["SourceRule", "SourceRules", "parse_betterleaks", "redact_source_series", "source_hits"]
+__all__ = [
+    "SourceRule",
+    "SourceRules",
+    "keyword_pattern",
+    "parse_betterleaks",
+    "redact_source_series",
+    "redact_source_with_hits",
+    "source_hits",
+]
 
 ID_PREFIX = "betterleaks:"
 MIN_SECRET_LEN = 8
@@ -93,6 +101,18 @@ class SourceRules:
     gate: ContextRule | None = None  # memkiln's benign gate, for the ``gated`` rules
     alone: tuple[int, ...] = ()  # rules routed by their own contains_any (a common key word)
     listed_keywords: tuple[str, ...] = ()  # key words of the other rules, listed per row
+    #: every key word in one ASCII case-insensitive regex: the same rows as an Aho-Corasick
+    #: ``contains_any`` of the key words, found about 3.5 times faster (the regex engine's lazy
+    #: DFA, against the automaton Polars builds for hundreds of case-insensitive patterns)
+    keyword_pattern: str = ""
+
+    def keyword_rows(self, series: pl.Series) -> pl.Series:
+        """The rows of ``series`` that hold one of the key words (null rows: false)."""
+        if self.keyword_pattern:
+            found = series.str.contains(self.keyword_pattern)
+        else:
+            found = series.str.contains_any(list(self.keywords), ascii_case_insensitive=True)
+        return found.fill_null(False)
 
     def confirms(self, rule: SourceRule, secret: str, span: str) -> bool:
         """Does ``secret`` (found by ``rule`` in ``span``) pass the rule's and memkiln's gates?"""
@@ -254,7 +274,20 @@ def parse_betterleaks(
         gate=gate,
         alone=alone,
         listed_keywords=listed,
+        keyword_pattern=keyword_pattern(tuple(by_keyword)),
     )
+
+
+def keyword_pattern(keywords: Iterable[str]) -> str:
+    """One regex that finds any of ``keywords`` ASCII case-insensitively (``(?i-u:...)``: no
+    Unicode case folding, as ``contains_any(..., ascii_case_insensitive=True)``); every
+    character but a letter or digit is written as a hex escape. Empty when a key word is not
+    ASCII (the caller then uses ``contains_any``) or there is none."""
+    words = list(keywords)
+    if not words or not all(k.isascii() for k in words):
+        return ""
+    escaped = ("".join(c if c.isalnum() else f"\\x{{{ord(c):02x}}}" for c in k) for k in words)
+    return "(?i-u:" + "|".join(escaped) + ")"
 
 
 def _filter_text(raw: dict[str, object]) -> str:
@@ -332,7 +365,7 @@ def route(candidates: pl.Series, rules: SourceRules) -> dict[int, list[int]]:
 
 
 def _confirmed(
-    series: pl.Series, rules: SourceRules, marker: str
+    series: pl.Series, rules: SourceRules, marker: str, mask: pl.Series | None = None
 ) -> tuple[pl.Series, dict[str, str], Counter[str]]:
     """Candidate row mask, confirmed text -> its redaction, and matches replaced per rule.
 
@@ -341,9 +374,8 @@ def _confirmed(
     (``key: disableKeyboardA11y``) is left alone where it is only a word.
     """
     hits: Counter[str] = Counter()
-    mask = series.str.contains_any(list(rules.keywords), ascii_case_insensitive=True).fill_null(
-        False
-    )
+    if mask is None:
+        mask = rules.keyword_rows(series)
     if not mask.any():
         return mask, {}, hits
     candidates = series.filter(mask)
@@ -411,14 +443,24 @@ def _secrets_of(spans: pl.Series, pattern: str) -> dict[str, str]:
     )
 
 
-def redact_source_series(series: pl.Series, rules: SourceRules, marker: str) -> pl.Series:
-    """``series`` with the secrets the external rules confirm replaced by ``marker``."""
-    mask, found, _ = _confirmed(series, rules, marker)
+def redact_source_series(
+    series: pl.Series, rules: SourceRules, marker: str, keyword_rows: pl.Series | None = None
+) -> pl.Series:
+    """``series`` with the secrets the external rules confirm replaced by ``marker``;
+    ``keyword_rows``, when given, is ``rules.keyword_rows(series)`` already computed."""
+    return redact_source_with_hits(series, rules, marker, keyword_rows)[0]
+
+
+def redact_source_with_hits(
+    series: pl.Series, rules: SourceRules, marker: str, keyword_rows: pl.Series | None = None
+) -> tuple[pl.Series, dict[str, int]]:
+    """:func:`redact_source_series` and :func:`source_hits` of ``series`` in one search."""
+    mask, found, hits = _confirmed(series, rules, marker, keyword_rows)
     if not found:
-        return series
+        return series, dict(hits)
     keys = sorted(found, key=len, reverse=True)  # a text that contains another goes whole
     replaced = series.filter(mask).str.replace_many(keys, [found[k] for k in keys])
-    return series.clone().scatter(mask.arg_true(), replaced)
+    return series.clone().scatter(mask.arg_true(), replaced), dict(hits)
 
 
 def source_hits(series: pl.Series, rules: SourceRules, marker: str) -> dict[str, int]:
