@@ -12,25 +12,49 @@
 The steps are the methods of ``memkiln.llm.engine.Extraction``. Readers see the store as
 published at the start, after batches of outcomes (no more often than every few seconds) and
 at the end (``memkiln.io.snapshot``).
+
+Under Prefect, the work of step 3 that needs no store runs as tasks on the flow's task runner
+(Dask workers included, ``memkiln.llm.units``): a ``render-sessions`` task per chunk of
+sessions (their requests rendered; the heuristic backend's outcomes with them) and, with a
+model backend, a ``call-model`` task per request (sent, the answer parsed and judged). This
+process reads, claims, decides what is sent and writes every outcome as it arrives.
 """
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
 import asyncio
+import itertools
+from contextlib import AbstractContextManager
+from functools import cached_property
+from typing import Any
 
 import duckdb
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
+from prefect.futures import PrefectFuture
 
 from memkiln.flows.ephemeral import stoppable
 from memkiln.io.artifacts import phase_of, publish
-from memkiln.io.jobs import store_write_error
+from memkiln.io.jobs import Outcome, store_write_error
 from memkiln.io.lock import hold_store
 from memkiln.io.prices import PriceBook, check_budget_prices
 from memkiln.io.progress import Reporter
 from memkiln.io.rules import load_rules
+from memkiln.io.runner import current_runner, parallelism, stopped_with
 from memkiln.io.store import open_store, recorded_run
-from memkiln.llm.backends import HEURISTIC_MODEL, Backend, make_backend
+from memkiln.llm.backends import HEURISTIC_MODEL, Backend, Request, make_backend
 from memkiln.llm.engine import Extraction, Plan, policy_from
+from memkiln.llm.units import (
+    Dispatch,
+    Group,
+    Ready,
+    call_wire,
+    close_kept_backends,
+    group_to_wire,
+    outcome_from_wire,
+    ready_from_wire,
+    render_wire,
+    request_to_wire,
+)
 from memkiln.settings import Options, Settings
 from memkiln.transforms.summaries import ExtractSummary, extract_section, notes
 
@@ -41,11 +65,13 @@ def extract_store(
     reporter: Reporter | None = None,
     backend: Backend | None = None,
     spent_before: float = 0.0,
+    dispatch: Dispatch | None = None,
 ) -> ExtractSummary:
     """Run stage one over the store (no Prefect; the flow below wraps this).
 
     ``spent_before`` is what earlier phases of the same invocation spent, counted against
-    ``budget_usd``.
+    ``budget_usd``; ``dispatch`` runs the rendering and the model calls elsewhere (tasks),
+    else here.
     """
     reporter = reporter or Reporter(enabled=False)
     rules = load_rules()
@@ -61,7 +87,14 @@ def extract_store(
     try:
         with recorded_run(con, command="extract", counts=summary.counters) as summary.run_id:
             engine = Extraction(
-                con, settings, backend, rules=rules, summary=summary, reporter=reporter, plan=plan
+                con,
+                settings,
+                backend,
+                rules=rules,
+                summary=summary,
+                reporter=reporter,
+                plan=plan,
+                dispatch=dispatch,
             )
             asyncio.run(_extract(engine))
     except duckdb.Error as exc:  # the store cannot be written (a full disk, a lost mount)
@@ -89,6 +122,81 @@ async def _extract(engine: Extraction) -> None:
 
 
 @task(
+    name="render-sessions",
+    task_run_name="render sessions {index}",
+    cache_policy=NO_CACHE,
+    persist_result=False,
+    log_prints=False,
+)
+def render_sessions_task(
+    group: dict[str, Any], options: Options, index: int
+) -> list[dict[str, Any]]:
+    """A chunk of sessions rendered into their requests (the heuristic's outcomes with
+    them): pure work, Arrow IPC in, JSON-able dicts out."""
+    return render_wire(group, options)
+
+
+@task(
+    name="call-model",
+    task_run_name="request {index}",
+    cache_policy=NO_CACHE,
+    persist_result=False,
+    log_prints=False,
+)
+def call_model_task(request: dict[str, Any], options: Options, index: int) -> dict[str, Any]:
+    """One stage-one request sent to the model, its answer parsed and judged (never retried
+    as a task: a request is charged once; the client retries 429 and 5xx itself)."""
+    return call_wire(request, options)
+
+
+class Tasks:
+    """The run's store-free work as Prefect tasks on the flow's task runner: as many
+    chunks rendered ahead as the runner has workers."""
+
+    def __init__(self, options: Options) -> None:
+        self.options = options
+        self.runner = current_runner()
+        self._numbers = itertools.count()
+
+    @cached_property
+    def ahead(self) -> int:
+        return parallelism(self.runner)  # a local Dask cluster starts here, not before
+
+    def render(self, group: Group) -> list[Ready]:
+        future = render_sessions_task.submit(
+            group_to_wire(group), self.options, next(self._numbers)
+        )
+        return [ready_from_wire(wire) for wire in future.result()]
+
+    async def call(self, request: Request) -> Outcome:
+        future = call_model_task.submit(request_to_wire(request), self.options, next(self._numbers))
+        await _finished(future)
+        return outcome_from_wire(await asyncio.to_thread(future.result))
+
+    def running(self) -> AbstractContextManager[None]:
+        return stopped_with(self.runner)
+
+    def close(self) -> None:
+        close_kept_backends()  # the call tasks' backends, when they ran in this process
+
+
+async def _finished(future: PrefectFuture[Any]) -> None:
+    """Wait for ``future`` without holding a thread."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def settle() -> None:
+        if not done.done():
+            done.set_result(None)
+
+    def notify(_: PrefectFuture[Any]) -> None:  # in the thread that ended the task
+        loop.call_soon_threadsafe(settle)
+
+    future.add_done_callback(notify)
+    await done
+
+
+@task(
     name="extract-sessions",
     task_run_name="extract with {options.backend}",
     cache_policy=NO_CACHE,
@@ -100,7 +208,9 @@ def extract_task(
     with phase_of(parent_run_id):
         settings = Settings.from_options(options)
         reporter = Reporter(enabled=options.progress)
-        return extract_store(settings, reporter=reporter, spent_before=spent_before)
+        return extract_store(
+            settings, reporter=reporter, spent_before=spent_before, dispatch=Tasks(options)
+        )
 
 
 @flow(name="memkiln-extract")

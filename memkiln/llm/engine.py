@@ -3,23 +3,31 @@ order (``memkiln.flows.extract``): take over what a dead run left, select, then 
 dry run), submit a batch (openai-batch) or send the requests with bounded concurrency, and
 close.
 
-Sending: requests are prepared a chunk of sessions at a time in a worker thread (built,
-claimed) while the loop sends those already prepared; each outcome is buffered and written in
-small batches by a worker thread (no more often than every few seconds), and readers see the
-outcomes written so far (``memkiln.io.snapshot``). The run stops sending when the budget
-would be passed or when the service fails many requests in a row; claimed sessions not sent
-go back to pending.
+Sending: sessions are prepared a chunk at a time in a worker thread (read and claimed in
+the store, then rendered into requests by the run's dispatch: in this process, or as a
+Prefect task on the flow's task runner, ``memkiln.llm.units``) while the loop sends those
+already prepared, each request through the dispatch too; each outcome is buffered and
+written in small batches by a worker thread (no more often than every few seconds), and
+readers see the outcomes written so far (``memkiln.io.snapshot``). The store, the claims,
+the budget, the reused outputs and the failures in a row stay with this process: the run
+stops sending when the budget would be passed or when the service fails many requests in a
+row; claimed sessions not sent go back to pending.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import math
+import threading
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
+from contextlib import closing, nullcontext
 from dataclasses import dataclass
 from datetime import UTC, date, datetime, timedelta
 from datetime import time as datetime_time
+from functools import partial
 
 import duckdb
 import polars as pl
@@ -43,10 +51,11 @@ from memkiln.io.snapshot import Publisher
 from memkiln.io.store import cursor as store_cursor
 from memkiln.io.store import now, sql
 from memkiln.io.usage import past_output_mean, record_estimate, record_usage
-from memkiln.llm.backends import Backend, Request
+from memkiln.llm.backends import Backend, DaemonThreads, Request
 from memkiln.llm.batch import Item as BatchItem
 from memkiln.llm.batch import OpenAIBatchBackend, mark_applied, open_owners, poll, submit
-from memkiln.llm.requests import build_requests, request_tokens
+from memkiln.llm.requests import build_requests, read_sessions, request_tokens
+from memkiln.llm.units import Dispatch, Group, Local, Ready, internal_error
 from memkiln.settings import Settings
 from memkiln.transforms.estimate import (
     DEFAULT_STAGE_ONE_OUTPUT_TOKENS,
@@ -54,7 +63,7 @@ from memkiln.transforms.estimate import (
     expected_output_tokens,
 )
 from memkiln.transforms.prompts import STAGE_ONE_PROMPT_VERSION
-from memkiln.transforms.redact import RuleSet, redact_text
+from memkiln.transforms.redact import RuleSet
 from memkiln.transforms.selection import SelectionPolicy, run_wide_failure_limit, select_candidates
 from memkiln.transforms.states import (
     NOT_ELIGIBLE,
@@ -65,8 +74,12 @@ from memkiln.transforms.states import (
 )
 from memkiln.transforms.summaries import ExtractSummary
 
-#: A chunk of sessions made ready to send: their requests, and each one's claimed attempt.
-Prepared = tuple[list[Request], dict[str, int]]
+#: Chunks prepared ahead at most, whatever the task runner's workers.
+MAX_AHEAD = 16
+
+#: A chunk of sessions made ready to send: their requests (with the outcome, when rendering
+#: produced it), and each one's claimed attempt.
+Prepared = tuple[list[Ready], dict[str, int]]
 
 
 @dataclass(frozen=True)
@@ -113,6 +126,7 @@ class Extraction:
         summary: ExtractSummary,
         reporter: Reporter,
         plan: Plan,
+        dispatch: Dispatch | None = None,
     ) -> None:
         self.con = con
         self.settings = settings
@@ -121,11 +135,14 @@ class Extraction:
         self.summary = summary
         self.reporter = reporter
         self.plan = plan
+        #: where rendering and model calls run (this process by default)
+        self.dispatch = dispatch or Local(backend, settings=settings, rules=rules)
         #: the Batch API backend, when it is the one (its requests go in batches)
         self.batch = backend if isinstance(backend, OpenAIBatchBackend) else None
         #: set by ``select``: ``(rollout_id, input_hash)`` of outputs that can be reused, and
         #: the output tokens to expect of one request
         self.reusable: set[tuple[str, str]] = set()
+        self._reusable_by: dict[str, frozenset[str]] | None = None
         self.out_each = DEFAULT_STAGE_ONE_OUTPUT_TOKENS
         #: outcomes of the requests this run sent (``failed:rate_limited`` etc.)
         self.outcomes: Counter[str] = Counter()
@@ -141,6 +158,10 @@ class Extraction:
         # finished attempts not written yet, and when a batch of them was last written
         self.buffer: list[Finished] = []
         self.last_flush = time.monotonic()
+        # the cost of every finished attempt (their total is the run's cost)
+        self.costs: list[float] = []
+        # chunks prepared side by side read and claim in the store one at a time
+        self.claiming = threading.Lock()
 
     # -- 1. take over ------------------------------------------------------------------------
 
@@ -341,13 +362,20 @@ class Extraction:
         head = todo.head(settings.concurrency)
         rest = todo.slice(head.height).iter_slices(max(PREPARE_CHUNK, settings.concurrency * 4))
         chunks = [head, *rest] if head.height else []
-        ahead = _Ahead(chunks, lambda chunk: self._prepare(chunk, publisher))
-        with self.reporter.task("extract", total=todo.height) as advance:
+        prepare = lambda chunk: self._prepare(chunk, publisher)  # noqa: E731
+        ahead = _Ahead(chunks, prepare, depth=self.dispatch.ahead if chunks else 1)
+        dispatching = self.dispatch.running() if chunks else nullcontext()
+        with (
+            dispatching,
+            self.reporter.task("extract", total=todo.height) as advance,
+            closing(ahead),
+        ):
             ahead.next()
             for chunk in chunks:
-                requests, attempts = await ahead.take()
+                prepared, attempts = await ahead.take()
                 watermarks = dict(chunk.iter_rows())
-                for request in requests:
+                for ready in prepared:
+                    request = ready.request
                     rid = request.rollout_id
                     if (rid, request.input_hash) in self.reusable:
                         reused = Outcome(rid, OutcomeKind.REUSED, input_hash=request.input_hash)
@@ -363,7 +391,7 @@ class Extraction:
                         slots.release()
                         break
                     one = self._send_one(
-                        request, watermarks[rid], attempts[rid], slots, writer, publisher, advance
+                        ready, watermarks[rid], attempts[rid], slots, writer, publisher, advance
                     )
                     running.append(asyncio.create_task(one))
                 if summary.stopped:
@@ -402,25 +430,33 @@ class Extraction:
         return True
 
     def _prepare(self, chunk: pl.DataFrame, publisher: Publisher) -> Prepared:
-        """Build and claim a chunk's requests. A separate connection: this runs in a worker
+        """Read and claim a chunk's sessions, then have the dispatch render their requests
+        (the heuristic's outcomes with them). A separate connection: this runs in a worker
         thread while the loop keeps sending requests and writing outcomes on ``con``."""
         settings = self.settings
-        with publisher.using(), store_cursor(self.con) as cur:
-            requests = build_requests(
-                cur,
-                chunk,
-                settings=settings,
-                rules=self.rules,
-                chunked=self.backend.name != "heuristic",
-            )
+        heuristic = self.backend.name == "heuristic"
+        with self.claiming, publisher.using(), store_cursor(self.con) as cur:
+            meta, kept = read_sessions(cur, chunk)
             attempts = claim_many(
                 cur, chunk, run_id=self.summary.run_id, lease_seconds=settings.lease_seconds
             )
-        return requests, attempts
+            # the heuristic extracts where it renders, except what may be reused
+            reusable = self._reusable_of(chunk["rollout_id"].to_list()) if heuristic else {}
+        group = Group(meta, kept, reusable=reusable, chunked=not heuristic, extract=heuristic)
+        return self.dispatch.render(group), attempts
+
+    def _reusable_of(self, ids: list[str]) -> dict[str, frozenset[str]]:
+        """The input hashes whose output each of ``ids`` may reuse."""
+        if self._reusable_by is None:  # indexed once, by the first chunk that asks
+            by_id: dict[str, set[str]] = {}
+            for rid, input_hash in self.reusable:
+                by_id.setdefault(rid, set()).add(input_hash)
+            self._reusable_by = {rid: frozenset(h) for rid, h in by_id.items()}
+        return {rid: self._reusable_by[rid] for rid in ids if rid in self._reusable_by}
 
     async def _send_one(
         self,
-        request: Request,
+        ready: Ready,
         watermark: datetime,
         attempt: int,
         slots: asyncio.Semaphore,
@@ -429,16 +465,13 @@ class Extraction:
         advance: Callable[[int], None],
     ) -> None:
         summary = self.summary
+        request = ready.request
         try:
-            result = await self.backend.extract(request)
-        except Exception as exc:  # a backend bug must not stop the batch: record it, go on
-            detail = redact_text(f"{type(exc).__name__}: {exc}"[:300], rules=self.rules)
-            result = Outcome(
-                request.rollout_id,
-                OutcomeKind.FAILED,
-                reason=FailureReason.INTERNAL_ERROR,
-                detail=detail,
-            )
+            result = ready.outcome
+            if result is None:
+                result = await self.dispatch.call(request)
+        except Exception as exc:  # a bug (or a lost worker) must not stop the batch: go on
+            result = internal_error(request, exc, rules=self.rules)
         finally:
             self.in_flight.pop(request.rollout_id, None)
             slots.release()
@@ -485,6 +518,7 @@ class Extraction:
     async def close(self) -> None:
         """The backend's connections closed; this run's usage recorded."""
         await self.backend.aclose()
+        await asyncio.to_thread(self.dispatch.close)
         self.record_usage()
 
     def _release_unsent(self) -> int:
@@ -556,38 +590,59 @@ class Extraction:
             if r.cost_usd is None:
                 summary.price_known = False
             else:
-                summary.cost_usd += r.cost_usd
+                self.costs.append(r.cost_usd)
+        # summed exactly: the same total whatever the order the answers came in
+        summary.cost_usd = math.fsum(self.costs)
 
     def _failed(self) -> int:
         return sum(n for k, n in self.outcomes.items() if k.startswith(OutcomeKind.FAILED))
 
 
 class _Ahead:
-    """Chunks of sessions prepared one ahead, in order, in a worker thread."""
+    """Chunks of sessions prepared ahead, in order, in worker threads: at most ``depth`` on
+    their way (one per worker of the task runner: their rendering runs side by side)."""
 
-    def __init__(self, chunks: list[pl.DataFrame], prepare: Callable[[pl.DataFrame], Prepared]):
+    def __init__(
+        self,
+        chunks: list[pl.DataFrame],
+        prepare: Callable[[pl.DataFrame], Prepared],
+        *,
+        depth: int = 1,
+    ):
         self._chunks = chunks
         self._prepare = prepare
-        self._upcoming: asyncio.Task[Prepared] | None = None
+        self._depth = max(1, min(depth, MAX_AHEAD))
+        self._upcoming: deque[asyncio.Future[Prepared]] = deque()
         self._prepared = 0
+        # threads of their own (the loop's default ones write the outcomes meanwhile), daemon
+        # ones (an interrupted run does not wait for them), started with the first chunk
+        self._threads: DaemonThreads | None = None
 
     def next(self) -> None:
-        """Start preparing the next chunk, unless one is on its way."""
-        if self._upcoming is None and self._prepared < len(self._chunks):
+        """Start preparing the next chunks, up to ``depth`` on their way."""
+        while len(self._upcoming) < self._depth and self._prepared < len(self._chunks):
+            if self._threads is None:
+                self._threads = DaemonThreads(self._depth, name="extract-prepare")
             chunk = self._chunks[self._prepared]
-            self._upcoming = asyncio.create_task(asyncio.to_thread(self._prepare, chunk))
+            # the caller's context goes along (a Prefect flow run's, to submit tasks)
+            call = partial(contextvars.copy_context().run, self._prepare, chunk)
+            self._upcoming.append(asyncio.wrap_future(self._threads.submit(call)))
             self._prepared += 1
 
     async def take(self) -> Prepared:
         """The next chunk's requests and attempts (its preparation was started)."""
-        assert self._upcoming is not None, "next() starts a chunk before take()"
-        upcoming, self._upcoming = self._upcoming, None
-        return await upcoming
+        assert self._upcoming, "next() starts a chunk before take()"
+        return await self._upcoming.popleft()
 
     async def drain(self) -> None:
-        """Wait for a chunk still being prepared (its claimed jobs are released later)."""
-        if self._upcoming is not None:
-            await self._upcoming
+        """Wait for the chunks still being prepared (their claimed jobs are released
+        later)."""
+        while self._upcoming:
+            await self._upcoming.popleft()
+
+    def close(self) -> None:
+        if self._threads is not None:
+            self._threads.shutdown()
 
 
 def record_chunks(con: duckdb.DuckDBPyConnection, done: list[Finished], *, run_id: str) -> None:

@@ -129,12 +129,33 @@ def build_requests(
 
     With ``chunked`` (a model backend), a session over the budget gets one message per
     chunk of whole turns (``stage_one_chunks``), its input hash made of them all."""
+    meta, kept = read_sessions(con, todo)
+    return render_requests(meta, kept, settings=settings, rules=rules, chunked=chunked)
+
+
+def read_sessions(
+    con: duckdb.DuckDBPyConnection, todo: pl.DataFrame
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """The sessions of ``todo`` (``request_sessions``) and their kept items, sorted by
+    session; their segments are stored on the way (every backend)."""
     ids = todo["rollout_id"].to_list()
     meta = fetch_pl(con, sql("request_sessions"), {"ids": ids})
     items = fetch_pl(con, sql("request_items"), {"ids": ids})
     kept = filter_memory_items(items.lazy()).sort("rollout_id", "seq").collect()
     store_segments(con, kept)  # every backend: the sessions' segments, in the store
-    del items  # a large session's texts are held once, not twice
+    return meta, kept
+
+
+def render_requests(
+    meta: pl.DataFrame,
+    kept: pl.DataFrame,
+    *,
+    settings: Settings,
+    rules: RuleSet,
+    chunked: bool = False,
+) -> list[Request]:
+    """The requests of the sessions of ``meta`` from their kept items (``read_sessions``):
+    pure work, no store (under Prefect, a task on the flow's task runner does it)."""
     # each session's items as a slice of ``kept`` (sorted by session): no copy
     bounds = kept.group_by("rollout_id", maintain_order=True).agg(n=pl.len())
     offsets = bounds["n"].cum_sum() - bounds["n"]
