@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLE_ARCHIVE = REPO / "data" / "sample-archive"
 SHARED_CORPUS = REPO.parent / "shared" / "corpus"
 
-pytest_plugins = ["tests.fake_openai", "tests.timeouts"]
+pytest_plugins = ["tests.fake_openai", "tests.timeouts", "tests.prefect_server"]
 
 
 #: Builds Prefect's database with every migration applied (what the first flow run of a
