@@ -128,6 +128,33 @@ def rollout_corpus() -> Path:
     return path
 
 
+def _ingest_corpus(folder: Path) -> None:
+    import json
+
+    from memkiln.flows.ingest import ingest_archive
+    from memkiln.settings import Settings
+
+    shutil.copytree(SHARED_CORPUS / "rollouts", folder / "corpus")
+    summary = ingest_archive(Settings(archive=folder / "corpus", db=folder / "m.duckdb"))
+    facts = {"files_seen": summary.files_seen, "rollouts": summary.rollouts}
+    (folder / "summary.json").write_text(json.dumps(facts), encoding="utf-8")
+
+
+@pytest.fixture
+def ingested_corpus(
+    rollout_corpus: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """A folder holding a copy of the shared corpus (``corpus``), the store of one ingest of
+    it with the default settings (``m.duckdb``, read it read-only) and that ingest's counts
+    (``summary.json``): built once for the whole test run, for the tests that read it."""
+    built = built_once(tmp_path_factory, "corpus-ingest", _ingest_corpus)
+    if built is None:  # the reason is beside the folder; build this test's own
+        built = tmp_path / "corpus-ingest"
+        built.mkdir()
+        _ingest_corpus(built)
+    return built
+
+
 #: Test files that hold the suite's longest tests (whole runs under Prefect, a Dask cluster,
 #: kills and reruns), run first so that the workers do not end on them one after another.
 LONGEST_FIRST = (
