@@ -16,7 +16,7 @@ REPO = Path(__file__).resolve().parents[1]
 SAMPLE_ARCHIVE = REPO / "data" / "sample-archive"
 SHARED_CORPUS = REPO.parent / "shared" / "corpus"
 
-pytest_plugins = ["tests.fake_openai", "tests.timeouts"]
+pytest_plugins = ["tests.fake_openai", "tests.timeouts", "tests.prefect_server"]
 
 
 #: Builds Prefect's database with every migration applied (what the first flow run of a
@@ -126,6 +126,33 @@ def rollout_corpus() -> Path:
     if not path.is_dir():
         pytest.skip(f"shared corpus not found at {path} (only present beside a developer checkout)")
     return path
+
+
+def _ingest_corpus(folder: Path) -> None:
+    import json
+
+    from memkiln.flows.ingest import ingest_archive
+    from memkiln.settings import Settings
+
+    shutil.copytree(SHARED_CORPUS / "rollouts", folder / "corpus")
+    summary = ingest_archive(Settings(archive=folder / "corpus", db=folder / "m.duckdb"))
+    facts = {"files_seen": summary.files_seen, "rollouts": summary.rollouts}
+    (folder / "summary.json").write_text(json.dumps(facts), encoding="utf-8")
+
+
+@pytest.fixture
+def ingested_corpus(
+    rollout_corpus: Path, tmp_path: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """A folder holding a copy of the shared corpus (``corpus``), the store of one ingest of
+    it with the default settings (``m.duckdb``, read it read-only) and that ingest's counts
+    (``summary.json``): built once for the whole test run, for the tests that read it."""
+    built = built_once(tmp_path_factory, "corpus-ingest", _ingest_corpus)
+    if built is None:  # the reason is beside the folder; build this test's own
+        built = tmp_path / "corpus-ingest"
+        built.mkdir()
+        _ingest_corpus(built)
+    return built
 
 
 #: Test files that hold the suite's longest tests (whole runs under Prefect, a Dask cluster,

@@ -16,6 +16,7 @@ import typer.main
 
 from memkiln.cli import CLI_OPTIONS, MIB, app
 from memkiln.settings import Options
+from tests.prefect_server import flow_run_state
 
 #: The console script installed beside this Python (``pip install -e .``).
 MEMKILN = str(Path(sys.executable).with_name("memkiln"))
@@ -76,20 +77,32 @@ def test_unwritable_database_path_is_one_line_and_exit_code_2(
     assert "database" in result.stderr
 
 
+def flow_runs(db: Path) -> dict[str, str]:
+    """Command -> the Prefect flow run it ran in, from memkiln's own records."""
+    with duckdb.connect(str(db), read_only=True) as con:
+        return dict(con.execute("select command, flow_run_id from runs").fetchall())
+
+
+@pytest.mark.prefect_server
 def test_ingest_runs_as_a_prefect_flow_and_prints_its_summary(
-    sample_archive: Path, tmp_path: Path
+    sample_archive: Path, tmp_path: Path, prefect_api: str | None
 ) -> None:
     db = tmp_path / "m.duckdb"
     result = memkiln("ingest", "--archive", str(sample_archive), "--db", str(db), "--no-progress")
     assert result.returncode == 0, result.stderr
     assert "rollouts written" in result.stdout
     assert "files seen" in result.stdout
+    if prefect_api is not None:  # the run the server holds is the one memkiln recorded
+        assert flow_run_state(prefect_api, flow_runs(db)["ingest"]) == "COMPLETED"
     status = memkiln("status", "--db", str(db))
     assert status.returncode == 0, status.stderr
     assert "rollouts: 8" in status.stdout
 
 
-def test_run_is_the_whole_job_as_one_prefect_flow(sample_archive: Path, tmp_path: Path) -> None:
+@pytest.mark.prefect_server
+def test_run_is_the_whole_job_as_one_prefect_flow(
+    sample_archive: Path, tmp_path: Path, prefect_api: str | None
+) -> None:
     db, out = tmp_path / "m.duckdb", tmp_path / "memories"
     result = memkiln(
         "run", "--archive", str(sample_archive), "--db", str(db), "--out", str(out),
@@ -99,6 +112,12 @@ def test_run_is_the_whole_job_as_one_prefect_flow(sample_archive: Path, tmp_path
     assert "memkiln extract" in result.stdout and "files written" in result.stdout
     assert (out / "INDEX.md").is_file()
     assert len([p for p in out.iterdir() if p.is_dir()]) >= 4
+    # one flow run: the phases ran inside the run's flow, not as flows of their own
+    runs = flow_runs(db)
+    assert set(runs) == {"run", "ingest", "extract", "consolidate"}
+    assert len(set(runs.values())) == 1 and None not in runs.values()
+    if prefect_api is not None:
+        assert flow_run_state(prefect_api, runs["run"]) == "COMPLETED"
 
 
 def test_a_database_held_by_another_process_is_one_line_and_exit_3(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from memkiln.io.store import open_store
 from memkiln.settings import Settings
 from memkiln.transforms.tokens import count_tokens
 from tests.builders import codex_lines, uid, write_rollout
+from tests.conftest import built_once
 from tests.fake_openai import FakeOpenAI, Reply
 
 REPO = Path(__file__).resolve().parents[2]
@@ -309,11 +310,10 @@ def test_a_symlinked_output_root_is_refused(tmp_path: Path) -> None:
     assert "symbolic link" in proc.stderr and "Traceback" not in proc.stderr
 
 
-@pytest.mark.parametrize("kill_after", [1, 5])
-def test_a_run_killed_mid_write_leaves_old_or_new_files_never_partial(
-    tmp_path: Path, kill_after: int
-) -> None:
-    archive = tmp_path / "archive"
+def _thirty_projects_then_new_sessions(root: Path) -> None:
+    """30 projects consolidated once (their files copied to ``old-memories``), then a new
+    session of each ingested and extracted: the next consolidation rewrites every project."""
+    archive = root / "archive"
     for n in range(30):
         add_session(
             archive,
@@ -323,9 +323,9 @@ def test_a_run_killed_mid_write_leaves_old_or_new_files_never_partial(
             request=f"Fix bug {n} in the OLD module.",
             at=T0 + timedelta(minutes=n),
         )
-    s = settings(tmp_path)
+    s = settings(root)
     run_all(s)
-    old = {k: v[0] for k, v in snapshot(s.out).items()}
+    shutil.copytree(s.out, root / "old-memories")
     for n in range(30):
         add_session(
             archive,
@@ -337,6 +337,21 @@ def test_a_run_killed_mid_write_leaves_old_or_new_files_never_partial(
         )
     ingest_archive(s)
     extract_store(s)
+
+
+@pytest.mark.parametrize("kill_after", [1, 5])
+def test_a_run_killed_mid_write_leaves_old_or_new_files_never_partial(
+    tmp_path: Path, tmp_path_factory: pytest.TempPathFactory, kill_after: int
+) -> None:
+    # the same starting state for each kill point, built once for the whole test run
+    built = built_once(tmp_path_factory, "thirty-projects", _thirty_projects_then_new_sessions)
+    if built is None:
+        _thirty_projects_then_new_sessions(tmp_path)
+    else:
+        shutil.copytree(built, tmp_path, dirs_exist_ok=True, symlinks=True)
+    s = settings(tmp_path)
+    old = {k: v[0] for k, v in snapshot(tmp_path / "old-memories").items()}
+    assert len(old) > 30  # every project's files
     cmd = [sys.executable, "-m", "memkiln.cli", "consolidate", "--no-prefect", "--no-progress",
            "--db", str(s.db), "--out", str(s.out)]  # fmt: skip
     proc = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)

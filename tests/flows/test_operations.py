@@ -114,6 +114,7 @@ def assert_stopped_cleanly(
     assert not alive(children), "a child of the stopped run is still alive"
 
 
+@pytest.mark.prefect_server  # the store's lock is tested here, not Prefect's start-up
 def test_two_runs_started_half_a_second_apart_one_finishes_the_other_exits_3(
     sample_archive: Path, tmp_path: Path
 ) -> None:

@@ -16,12 +16,15 @@ import subprocess
 import sys
 import warnings
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from tests.conftest import fresh_prefect_home
 from tests.fake_openai import FakeOpenAI
 from tests.flows.test_no_secret_survives import store_texts
+from tests.prefect_server import prefect_api_server
 from tests.transforms.test_redact import FIXTURE_SECRETS, ORDINARY, Fixture
 
 SESSION = "019c1111-0000-7000-8000-000000000001"
@@ -184,11 +187,31 @@ def leaks(texts: list[tuple[str, str]]) -> list[str]:
     return sorted(set(found))
 
 
-def run_job(root: Path, archive: Path, home: Path, *extra: str) -> tuple[Path, Path, Path, str]:
-    """A whole run with its own Prefect home ``home`` (scanned afterwards)."""
+@dataclass
+class PrefectServer:
+    """The Prefect API server the module's runs talk to, and its home (scanned after each
+    run: its database holds what every run of the module sent it)."""
+
+    home: Path
+    api_url: str | None
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PrefectServer]:
+    home = fresh_prefect_home(tmp_path_factory.mktemp("prefect-server"), tmp_path_factory)
+    with prefect_api_server(home) as url:
+        yield PrefectServer(home, url)
+
+
+def run_job(
+    root: Path, archive: Path, home: Path, server: PrefectServer, *extra: str
+) -> tuple[Path, Path, Path, str]:
+    """A whole run with its own Prefect home ``home`` against ``server`` (both scanned
+    afterwards)."""
     db, out = root / "m.duckdb", root / "memories"
     env = {
         **os.environ,
+        **({"PREFECT_API_URL": server.api_url} if server.api_url else {}),
         "PREFECT_HOME": str(home),
         "MEMKILN_HOME": str(home),
         "OPENAI_API_KEY": "local-test-key",
@@ -204,10 +227,13 @@ def run_job(root: Path, archive: Path, home: Path, *extra: str) -> tuple[Path, P
     return db, out, home, result.stdout + "\n" + result.stderr
 
 
-def scan_everything(db: Path, out: Path, home: Path, captured: str) -> list[str]:
+def scan_everything(
+    db: Path, out: Path, home: Path, captured: str, server: PrefectServer
+) -> list[str]:
     texts = [*store_texts(db), ("captured output", captured)]
     texts += list(written_texts(out))
-    texts += list(written_texts(home))  # Prefect's sqlite database, logs and artifacts
+    texts += list(written_texts(home))  # the run's Prefect home: logs, results
+    texts += list(written_texts(server.home))  # Prefect's sqlite database (and its WAL)
     return leaks(texts)
 
 
@@ -225,30 +251,32 @@ def test_every_canary_format_is_placed_in_every_field(archive: Path) -> None:
 
 
 def test_no_canary_survives_a_heuristic_run(
-    archive: Path, tmp_path: Path, prefect_home: Path
+    archive: Path, tmp_path: Path, prefect_home: Path, server: PrefectServer
 ) -> None:
-    db, out, home, captured = run_job(tmp_path, archive, prefect_home, "--backend", "heuristic")
+    db, out, home, captured = run_job(
+        tmp_path, archive, prefect_home, server, "--backend", "heuristic"
+    )
     assert (out / "INDEX.md").is_file()
-    assert scan_everything(db, out, home, captured) == []
+    assert scan_everything(db, out, home, captured, server) == []
 
 
 def test_no_canary_survives_a_run_against_an_openai_compatible_server(
-    archive: Path, tmp_path: Path, prefect_home: Path
+    archive: Path, tmp_path: Path, prefect_home: Path, server: PrefectServer
 ) -> None:
     with FakeOpenAI() as fake:
         db, out, home, captured = run_job(
-            tmp_path, archive, prefect_home, "--backend", "openai", "--base-url", fake.base_url,
+            tmp_path, archive, prefect_home, server, "--backend", "openai", "--base-url", fake.base_url,
             "--model", "fake-model",
         )  # fmt: skip
         prompts = [("request", text) for r in fake.requests for text in strings_of(r["body"])]
     assert prompts, "the model got no request"
     assert (out / "INDEX.md").is_file()
     assert leaks(prompts) == []
-    assert scan_everything(db, out, home, captured) == []
+    assert scan_everything(db, out, home, captured, server) == []
 
 
 def test_no_canary_survives_a_run_that_reads_the_session_in_chunks(
-    archive: Path, tmp_path: Path, prefect_home: Path
+    archive: Path, tmp_path: Path, prefect_home: Path, server: PrefectServer
 ) -> None:
     """The same archive through a 20,000-token window: the Codex session is over the budget,
     so it is sent in chunks of turns and one more request merges their answers."""
@@ -256,19 +284,19 @@ def test_no_canary_survives_a_run_that_reads_the_session_in_chunks(
 
     with FakeOpenAI() as fake:
         db, out, home, captured = run_job(
-            tmp_path, archive, prefect_home, "--backend", "openai", "--base-url", fake.base_url,
-            "--model", "fake-model", "--context-window", "20000",
+            tmp_path, archive, prefect_home, server, "--backend", "openai", "--base-url",
+            fake.base_url, "--model", "fake-model", "--context-window", "20000",
         )  # fmt: skip
         prompts = [("request", text) for r in fake.requests for text in strings_of(r["body"])]
         merges = [r for r in fake.requests if "<partial_memories>" in last_user_text(r["body"])]
     assert merges, "no session was read in chunks"
     assert (out / "INDEX.md").is_file()
     assert leaks(prompts) == []
-    assert scan_everything(db, out, home, captured) == []
+    assert scan_everything(db, out, home, captured, server) == []
 
 
 def test_a_token_in_the_archive_path_itself_stays_out_of_prefects_database(
-    tmp_path: Path, prefect_home: Path
+    tmp_path: Path, prefect_home: Path, server: PrefectServer
 ) -> None:
     # the canaries above sit in folders below the archive; a token in the folder the user
     # names with --archive reached Prefect's database in clear, in the flow runs' stored
@@ -280,11 +308,14 @@ def test_a_token_in_the_archive_path_itself_stays_out_of_prefects_database(
     token = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
     archive = tmp_path / f"token={token}" / "archive"
     shutil.copytree(SAMPLE_ARCHIVE, archive)
-    _, out, home, captured = run_job(tmp_path, archive, prefect_home, "--backend", "heuristic")
+    _, out, home, captured = run_job(
+        tmp_path, archive, prefect_home, server, "--backend", "heuristic"
+    )
     assert (out / "INDEX.md").is_file()
     held = [
-        str(path.relative_to(home))
-        for path in sorted(home.rglob("*"))
+        str(path)
+        for root in (home, server.home)
+        for path in sorted(root.rglob("*"))
         if path.is_file() and token.encode() in path.read_bytes()
     ]
     assert held == []

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -66,16 +65,23 @@ def test_a_session_with_nothing_durable_gets_the_no_op_answer(tmp_path: Path) ->
 
 
 @pytest.mark.corpus
-def test_heuristic_over_every_codex_corpus_file(rollout_corpus: Path, tmp_path: Path) -> None:
-    archive = tmp_path / "codex"
-    shutil.copytree(rollout_corpus / "codex", archive)
-    db = tmp_path / "m.duckdb"
-    ingest_archive(Settings(archive=archive, db=db))
-    with duckdb.connect(str(db), read_only=True) as con:
+def test_heuristic_over_every_codex_corpus_file(ingested_corpus: Path) -> None:
+    # the sessions of the corpus' codex folder, from the shared ingest of the whole corpus
+    codex = f"{ingested_corpus / 'corpus' / 'codex'}/%"
+    with duckdb.connect(str(ingested_corpus / "m.duckdb"), read_only=True) as con:
         rollouts = fetch_pl(
-            con, "select rollout_id, cwd, updated_at, n_user_messages from rollouts"
+            con,
+            "select rollout_id, cwd, updated_at, n_user_messages from rollouts "
+            "where path like $codex",
+            {"codex": codex},
         )
-        items = fetch_pl(con, "select * exclude (payload_json) from items")
+        items = fetch_pl(
+            con,
+            "select * exclude (payload_json) from items where rollout_id in "
+            "(select rollout_id from rollouts where path like $codex)",
+            {"codex": codex},
+        )
+    assert rollouts.height == len(list((ingested_corpus / "corpus" / "codex").rglob("*.jsonl")))
     kept = filter_memory_items(items.lazy()).collect()
     with_failures = noops = 0
     for rid, cwd, updated, n_users in rollouts.iter_rows():
