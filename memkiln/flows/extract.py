@@ -96,7 +96,11 @@ def extract_store(
                 plan=plan,
                 dispatch=dispatch,
             )
-            asyncio.run(_extract(engine))
+            try:
+                asyncio.run(_extract(engine))
+            except BaseException:  # a stop: the record below hands back the jobs held
+                engine.fence()
+                raise
     except duckdb.Error as exc:  # the store cannot be written (a full disk, a lost mount)
         raise store_write_error(settings.db, exc) from exc
     finally:

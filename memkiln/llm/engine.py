@@ -160,8 +160,10 @@ class Extraction:
         self.last_flush = time.monotonic()
         # the cost of every finished attempt (their total is the run's cost)
         self.costs: list[float] = []
-        # chunks prepared side by side read and claim in the store one at a time
+        # chunks prepared side by side read and claim in the store one at a time; once the
+        # run stops, none claims any more (``fence``)
         self.claiming = threading.Lock()
+        self.fenced = False
 
     # -- 1. take over ------------------------------------------------------------------------
 
@@ -436,6 +438,8 @@ class Extraction:
         settings = self.settings
         heuristic = self.backend.name == "heuristic"
         with self.claiming, publisher.using(), store_cursor(self.con) as cur:
+            if self.fenced:
+                raise RunStopped("the run stopped before this chunk was claimed")
             meta, kept = read_sessions(cur, chunk)
             attempts = claim_many(
                 cur, chunk, run_id=self.summary.run_id, lease_seconds=settings.lease_seconds
@@ -444,6 +448,13 @@ class Extraction:
             reusable = self._reusable_of(chunk["rollout_id"].to_list()) if heuristic else {}
         group = Group(meta, kept, reusable=reusable, chunked=not heuristic, extract=heuristic)
         return self.dispatch.render(group), attempts
+
+    def fence(self) -> None:
+        """No chunk claims any more jobs: waits for a claim in progress, so that a stopping
+        run hands back everything it holds (a chunk still being prepared in a worker thread
+        would otherwise claim its jobs after they were handed back, and keep them)."""
+        with self.claiming:
+            self.fenced = True
 
     def _reusable_of(self, ids: list[str]) -> dict[str, frozenset[str]]:
         """The input hashes whose output each of ``ids`` may reuse."""
@@ -596,6 +607,10 @@ class Extraction:
 
     def _failed(self) -> int:
         return sum(n for k, n in self.outcomes.items() if k.startswith(OutcomeKind.FAILED))
+
+
+class RunStopped(Exception):
+    """A chunk's preparation began after the run had stopped: nothing was claimed."""
 
 
 class _Ahead:
