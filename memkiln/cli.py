@@ -633,6 +633,9 @@ def serve(
     )
     check_backend(settings)
     _check_out(settings.out)
+    options = _options(settings)
+    parameters = {"options": options.model_dump(mode="json", context=AS_GIVEN)}
+    _refuse_secrets_in_parameters(options, parameters["options"])
     if not os.environ.get("PREFECT_API_URL"):
         raise ConfigError(
             "serve needs a Prefect server: start one ('prefect server start') and set "
@@ -648,10 +651,22 @@ def serve(
     from memkiln.flows.run import run_flow
     from memkiln.flows.serving import forkserver_flow_runs
 
-    parameters = {"options": _options(settings).model_dump(mode="json", context=AS_GIVEN)}
     forkserver_flow_runs()
     served = _on_runner(run_flow, settings)  # the configured task runner, as 'run' does
     served.serve(name=name, cron=cron, parameters=parameters, pause_on_shutdown=False)
+
+
+def _refuse_secrets_in_parameters(options: Options, as_given: dict[str, Any]) -> None:
+    """A deployment's parameters are stored in Prefect's database as they are (its flow runs
+    need the real paths): refuse to serve when one of them holds what redaction would remove."""
+    redacted = options.model_dump(mode="json")
+    held = sorted(k for k, v in as_given.items() if redacted.get(k) != v)
+    if held:
+        raise ConfigError(
+            f"serve would store {', '.join(held)} in Prefect's database, and "
+            f"{'it holds' if len(held) == 1 else 'they hold'} what looks like a secret: "
+            "move it out of the path or URL, or call 'memkiln run' from cron instead"
+        )
 
 
 @app.command("config")
