@@ -347,6 +347,7 @@ class Extraction:
         summary.batched = len(items)
         self._count(now_done)
         summary.outcomes = dict(self.outcomes)
+        summary.sessions_failed = self._failed()
 
     # -- 3c. requests, with bounded concurrency ----------------------------------------------
 
