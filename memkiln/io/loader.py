@@ -27,7 +27,7 @@ from memkiln.transforms.lines import (
     SURROGATE_ESCAPE,
     UTF8_BOM,
     classify_lines,
-    clean_lines,
+    clean_lines_counted,
     excerpt_expr,
     mend_lone_surrogates,
     split_lines,
@@ -51,7 +51,6 @@ from memkiln.transforms.redact import (
     RuleSet,
     redact_expr,
     redact_text,
-    rule_hit_counts,
 )
 from memkiln.transforms.settle import (
     FAILED_STATUSES,
@@ -487,10 +486,7 @@ def _clean_and_classify(
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, dict[str, int]]:
     """Clean lines (blobs -> notes, secrets -> token) and sort them: ``(good, quarantined,
     lines per file, hits per rule)``; good lines are JSON objects (DuckDB's parser)."""
-    cleaned = clean_lines(lines.lazy(), rules=rules).collect()
-    changed = cleaned.lazy().filter(pl.col("secrets_in").is_not_null())
-    hits = dict(rule_hit_counts(changed, column="secrets_in", rules=rules).collect().iter_rows())
-    cleaned = cleaned.drop("secrets_in")
+    cleaned, hits = clean_lines_counted(lines, rules=rules)
     con.register("batch_all", cleaned.select("fid", "line_no", "line").to_arrow())
     try:
         validity = fetch_pl(

@@ -16,7 +16,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from memkiln.constants import BLOB_MIN_CHARS, QUARANTINE_EXCERPT_CHARS
-from memkiln.transforms.redact import RuleSet, redact_expr, redact_flagged_expr, unescape_expr
+from memkiln.transforms.redact import (
+    RuleSet,
+    redact_counted_series,
+    redact_expr,
+    redact_flagged_expr,
+    unescape_expr,
+)
 
 #: A JSON string that is only a (possibly data-URL prefixed) base64 blob.
 BLOB_PATTERN = (
@@ -130,19 +136,13 @@ def clean_lines(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
     ``secrets_in`` (the unredacted text of the lines redaction changed, null elsewhere: count
     hits on it, then drop it). Lines are
     whole JSON texts; both steps keep a valid JSON line valid (the redaction rules never
-    touch a quote or an escape).
+    touch a quote or an escape). :func:`clean_lines_counted` does the same on a frame and
+    counts the hits per rule while it redacts.
     """
-    without_blobs = pl.col("line").str.replace_all(BLOB_PATTERN, BLOB_NOTE)
     # redaction sees the decoded text: escaped ASCII written out (a valid line stays valid)
     redacted = pl.col("redacted").struct.field("text")
     return (
-        lf.with_columns(without_blobs=without_blobs)
-        .with_columns(
-            omitted_bytes=(
-                pl.col("line").str.len_bytes() - pl.col("without_blobs").str.len_bytes()
-            ).cast(pl.Int32),
-            decoded=unescape_expr(pl.col("without_blobs")),
-        )
+        _without_blobs(lf, rules=rules)
         .with_columns(redacted=redact_flagged_expr(pl.col("decoded"), rules=rules, unescape=False))
         .with_columns(
             line=redacted,
@@ -152,9 +152,36 @@ def clean_lines(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
             # the text before redaction, kept only where redaction changed something, so the
             # per-rule hit count looks at those few lines instead of all of them
             secrets_in=pl.when(redacted != pl.col("decoded")).then("decoded"),
+        )
+        .drop("decoded", "redacted")
+    )
+
+
+def clean_lines_counted(
+    lines: pl.DataFrame, *, rules: RuleSet
+) -> tuple[pl.DataFrame, dict[str, int]]:
+    """:func:`clean_lines` without ``secrets_in``, and the hits per rule of the redaction (as
+    ``rule_hit_counts`` of ``secrets_in`` gives them), counted while redacting."""
+    cleaned = _without_blobs(lines.lazy(), rules=rules).collect()
+    text, flags, hits = redact_counted_series(cleaned["decoded"], rules=rules, unescape=False)
+    cleaned = cleaned.with_columns(line=text.rename("line"), key_words=flags.rename("key_words"))
+    return cleaned.drop("decoded"), hits
+
+
+def _without_blobs(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
+    """Blobs replaced by a note (``omitted_bytes``), the line decoded for redaction
+    (``decoded``; ``line`` itself is kept until redacted) and ``lossy`` redacted."""
+    without_blobs = pl.col("line").str.replace_all(BLOB_PATTERN, BLOB_NOTE)
+    return (
+        lf.with_columns(without_blobs=without_blobs)
+        .with_columns(
+            omitted_bytes=(
+                pl.col("line").str.len_bytes() - pl.col("without_blobs").str.len_bytes()
+            ).cast(pl.Int32),
+            decoded=unescape_expr(pl.col("without_blobs")),
             lossy=_redact_lossy(pl.col("lossy"), rules=rules),
         )
-        .drop("without_blobs", "decoded", "redacted")
+        .drop("without_blobs")
     )
 
 
