@@ -396,14 +396,13 @@ def normalize_lines(
     whole: pl.DataFrame | None = None  # the fields of a batch parsed in one part
     for offset, length in parts:
         # 2-3. clean (blobs, secrets), check which lines are JSON objects, quarantine the rest
-        good, bad, n_lines, part_hits = _clean_and_classify(
+        # 4. with every field of every line, parsed in the same pass as its validity
+        good, fields, bad, n_lines, part_hits = _clean_and_classify(
             con, lines.slice(offset, length), rules=rules
         )
         hits.update(part_hits)
         bads.append(bad)
         counts.append(n_lines)
-        # 4. parse every field of every good line in one pass
-        fields = line_fields(con, good)
         votes.append(format_votes(fields.lazy()).collect())
         errors.append(_result_errors(fields))
         if len(parts) == 1:
@@ -483,27 +482,25 @@ def _segments(nbytes: pl.Series, limit: int) -> list[tuple[int, int]]:
 
 def _clean_and_classify(
     con: duckdb.DuckDBPyConnection, lines: pl.DataFrame, *, rules: RuleSet
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, dict[str, int]]:
-    """Clean lines (blobs -> notes, secrets -> token) and sort them: ``(good, quarantined,
-    lines per file, hits per rule)``; good lines are JSON objects (DuckDB's parser)."""
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame, dict[str, int]]:
+    """Clean lines (blobs -> notes, secrets -> token) and sort them: ``(good, fields of the
+    good lines, quarantined, lines per file, hits per rule)``; good lines are JSON objects
+    (DuckDB's parser, which reads every field of a line and its validity in one parse)."""
     cleaned, hits = clean_lines_counted(lines, rules=rules)
-    con.register("batch_all", cleaned.select("fid", "line_no", "line").to_arrow())
-    try:
-        validity = fetch_pl(
-            con,
-            sql("lines_valid"),
+    fields = _fields_and_validity(con, cleaned)
+    validity = fields.select("fid", "line_no", "valid")
+    cleaned, validity, mended = _mend_surrogates(con, cleaned, validity)
+    if mended.height:  # their fields, parsed again once mended
+        fields = fields.update(
+            _fields_and_validity(con, mended), on=["fid", "line_no"], include_nulls=True
         )
-    finally:
-        con.unregister("batch_all")
-    cleaned, validity = _mend_surrogates(con, cleaned, validity)
     classified = classify_lines(
         cleaned.lazy().join(validity.lazy(), on=["fid", "line_no"], how="left")
     ).collect()
     del cleaned, validity
-    good = classified.filter(pl.col("reason").is_null()).select(
-        "fid", "line_no", "line", "omitted_bytes", "key_words"
-    )
-    bad = classified.filter(pl.col("reason").is_not_null()).select(
+    is_good = pl.col("reason").is_null()
+    good = classified.filter(is_good).select("fid", "line_no", "line", "omitted_bytes", "key_words")
+    bad = classified.filter(~is_good).select(
         file_id="fid",
         line_no="line_no",
         reason="reason",
@@ -511,14 +508,22 @@ def _clean_and_classify(
         excerpt=excerpt_expr(),
         bytes="nbytes",
     )
+    fields = fields.drop("valid")
+    if good.height < fields.height:  # rarely: most batches have no line to quarantine
+        fields = fields.join(good.select("fid", "line_no"), on=["fid", "line_no"], how="semi")
     n_lines = classified.group_by("fid").agg(n_lines=pl.len().cast(pl.Int64))
-    return good, bad, n_lines, hits
+    return good, fields, bad, n_lines, hits
 
 
 def line_fields(con: duckdb.DuckDBPyConnection, good: pl.DataFrame) -> pl.DataFrame:
     """Every field the formats use, of JSON-object lines (``fid, line_no, line``), parsed once
     by DuckDB's JSON reader."""
-    con.register("batch_lines", good.select("fid", "line_no", "line").to_arrow())
+    return _fields_and_validity(con, good).drop("valid")
+
+
+def _fields_and_validity(con: duckdb.DuckDBPyConnection, lines: pl.DataFrame) -> pl.DataFrame:
+    """:func:`line_fields` of any lines, with ``valid`` (the line is valid JSON): one parse."""
+    con.register("batch_lines", lines.select("fid", "line_no", "line").to_arrow())
     try:
         return fetch_pl(con, sql("extract_line_fields"))
     finally:
@@ -603,17 +608,18 @@ def parse_lines(
 
 def _mend_surrogates(
     con: duckdb.DuckDBPyConnection, cleaned: pl.DataFrame, validity: pl.DataFrame
-) -> tuple[pl.DataFrame, pl.DataFrame]:
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Lines DuckDB rejects only for a lone surrogate escape (``"\\ud83d"``, a string cut
-    through an emoji by a JavaScript writer) are mended and checked again. Rare: a Python
-    loop over those lines only."""
+    through an emoji by a JavaScript writer) are mended and checked again: ``cleaned`` and
+    ``validity`` updated, and the mended lines now valid (``fid, line_no, line``). Rare: a
+    Python loop over those lines only."""
     suspects = (
         cleaned.join(validity.filter(~pl.col("valid")), on=["fid", "line_no"], how="semi")
         .filter(pl.col("line").str.contains(SURROGATE_ESCAPE))
         .select("fid", "line_no", "line")
     )
     if not suspects.height:
-        return cleaned, validity
+        return cleaned, validity, suspects
     mended = suspects.with_columns(
         pl.Series("line", [mend_lone_surrogates(t) for t in suspects["line"]], dtype=pl.String)
     )
@@ -626,12 +632,12 @@ def _mend_surrogates(
     finally:
         con.unregister("batch_mended")
     if not ok.height:
-        return cleaned, validity
+        return cleaned, validity, ok
     keys = ["fid", "line_no"]
     # a mended line is not vouched for by its key-word flag any more
     cleaned = cleaned.update(ok.with_columns(key_words=pl.lit(True)), on=keys)
     validity = validity.update(ok.select(*keys, valid=pl.lit(True)), on=keys)
-    return cleaned, validity
+    return cleaned, validity, ok
 
 
 def looks_binary(data: bytes) -> bool:
