@@ -66,6 +66,10 @@ from memkiln.transforms.tool_calls import build_tool_calls
 #: parsed twice: once for the formats, once for the items).
 PARSE_PART_BYTES = 2 * SEGMENT_BYTES
 
+#: Frames handed to DuckDB as Arrow with Polars' own string layout (string views): DuckDB
+#: reads them as they are, where the default compatibility level copies every string first.
+ARROW_OUT = pl.CompatLevel.newest()
+
 _RESULT_ERROR_TYPES = pl.Schema(
     {"fid": pl.Int64(), "line_no": pl.Int32(), "is_error": pl.Boolean()}
 )
@@ -149,11 +153,19 @@ def prepare_batch_ipc(batch_ipc: bytes) -> dict[str, Any]:
     unit of work a task runner spreads (it reads files, writes nothing). The rules are the
     packaged ones; the JSON parser is an in-memory DuckDB of its own."""
     batch = frame_from_ipc(batch_ipc)
-    parser = duckdb.connect()
+    parser = json_parser()
     try:
         return prepare_batch(parser, batch, rules=load_rules()).to_ipc()
     finally:
         parser.close()
+
+
+def json_parser() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection used only as the JSON parser of :func:`prepare_batch`.
+    Its results come back as Arrow string views, which Polars takes without copying them."""
+    parser = duckdb.connect()
+    parser.execute(sql("set_arrow_string_view"))
+    return parser
 
 
 def prepare_batch(
@@ -250,7 +262,7 @@ def prepared_batches(
     """
     if not todo:
         return
-    parser = duckdb.connect()
+    parser = json_parser()
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memkiln-prepare")
     try:
         ahead = pool.submit(prepare_batch, parser, todo[0], rules=rules)
@@ -523,7 +535,9 @@ def line_fields(con: duckdb.DuckDBPyConnection, good: pl.DataFrame) -> pl.DataFr
 
 def _fields_and_validity(con: duckdb.DuckDBPyConnection, lines: pl.DataFrame) -> pl.DataFrame:
     """:func:`line_fields` of any lines, with ``valid`` (the line is valid JSON): one parse."""
-    con.register("batch_lines", lines.select("fid", "line_no", "line").to_arrow())
+    con.register(
+        "batch_lines", lines.select("fid", "line_no", "line").to_arrow(compat_level=ARROW_OUT)
+    )
     try:
         return fetch_pl(con, sql("extract_line_fields"))
     finally:
@@ -541,7 +555,9 @@ def _items_of(
     """The redacted items of some lines, timestamps not yet carried forward."""
     fields = fields.join(formats, on="fid", how="left").join(good, on=["fid", "line_no"])
     fields = _strip_payloads(con, fields)
-    con.register("batch_content", content_arrays(fields.lazy()).collect().to_arrow())
+    con.register(
+        "batch_content", content_arrays(fields.lazy()).collect().to_arrow(compat_level=ARROW_OUT)
+    )
     try:
         blocks = fetch_pl(con, sql("extract_content_blocks"))
     finally:
@@ -561,7 +577,9 @@ def _strip_payloads(con: duckdb.DuckDBPyConnection, fields: pl.DataFrame) -> pl.
     paths = payload_text_paths(fields.lazy()).collect()
     con.register(
         "batch_payloads",
-        pl.DataFrame([fields["line"], paths["text_path"], paths["text_path2"]]).to_arrow(),
+        pl.DataFrame([fields["line"], paths["text_path"], paths["text_path2"]]).to_arrow(
+            compat_level=ARROW_OUT
+        ),
     )
     try:
         stripped = con.sql(sql("strip_payloads")).to_arrow_table()
@@ -598,7 +616,9 @@ def parse_lines(
     fields = fields.join(formats, on="fid", how="left").join(
         good.select("fid", "line_no", "line", "omitted_bytes"), on=["fid", "line_no"]
     )
-    con.register("batch_content", content_arrays(fields.lazy()).collect().to_arrow())
+    con.register(
+        "batch_content", content_arrays(fields.lazy()).collect().to_arrow(compat_level=ARROW_OUT)
+    )
     try:
         blocks = fetch_pl(con, sql("extract_content_blocks"))
     finally:
@@ -623,7 +643,7 @@ def _mend_surrogates(
     mended = suspects.with_columns(
         pl.Series("line", [mend_lone_surrogates(t) for t in suspects["line"]], dtype=pl.String)
     )
-    con.register("batch_mended", mended.to_arrow())
+    con.register("batch_mended", mended.to_arrow(compat_level=ARROW_OUT))
     try:
         ok = fetch_pl(
             con,
@@ -694,7 +714,7 @@ def _write(
         con.execute(sql("insert_rollouts"), {"run_id": run_id, "at": at})
         # items in slices of about SEGMENT_BYTES: one Arrow copy of a slice at a time
         for offset, length in _segments(_item_bytes(items), SEGMENT_BYTES):
-            con.register("b_items", items.slice(offset, length).to_arrow())
+            con.register("b_items", items.slice(offset, length).to_arrow(compat_level=ARROW_OUT))
             try:
                 con.execute(sql("insert_items"))
             finally:
