@@ -53,21 +53,21 @@ def split_lines(chunks: Sequence[tuple[int, bytes]]) -> pl.DataFrame:
     count for line numbers) and dropped by ``classify_lines``.
     """
     fids: list[int] = []
-    counts: list[int] = []
+    ends: list[int] = []  # where each file's bytes end in the joined buffer
     unterminated_fids: list[int] = []
     pieces: list[bytes] = []
+    end = 0
     for fid, data in chunks:
         if data.startswith(UTF8_BOM):  # written by some Windows editors and tools
             data = data[len(UTF8_BOM) :]
         if not data:
             continue
-        n = data.count(b"\n")
         if not data.endswith(b"\n"):
-            n += 1
             unterminated_fids.append(fid)
             data += b"\n"
+        end += len(data)
         fids.append(fid)
-        counts.append(n)
+        ends.append(end)
         pieces.append(data)
     if not pieces:
         return pl.DataFrame(schema=LINE_SCHEMA)
@@ -81,6 +81,7 @@ def split_lines(chunks: Sequence[tuple[int, bytes]]) -> pl.DataFrame:
     )
     raw = pc.split_pattern(whole, b"\n").flatten()
     del whole, buf
+    counts = _lines_per_file(raw, ends)
     raw = raw.slice(0, len(raw) - 1)  # the empty piece after the final newline
     binary = pl.Series("raw", raw, dtype=pl.Binary)
     text, lossy = _decode_utf8(binary)
@@ -104,6 +105,23 @@ def split_lines(chunks: Sequence[tuple[int, bytes]]) -> pl.DataFrame:
             nbytes=pl.col("nbytes").cast(pl.Int64),
         )
         .select(LINE_SCHEMA.keys())
+    )
+
+
+def _lines_per_file(pieces: pa.LargeBinaryArray, ends: list[int]) -> list[int]:
+    """How many of ``pieces`` (the buffer split at its newlines) start in each file, the files
+    ending at ``ends`` in the buffer: piece ``k`` starts at its offset among the pieces plus the
+    ``k`` newlines cut before it (no second scan of the bytes for newlines)."""
+    offsets = pl.Series(
+        pa.Array.from_buffers(
+            pa.int64(), len(pieces), [None, pieces.buffers()[1]], offset=pieces.offset
+        ),
+        dtype=pl.Int64,
+    )
+    starts = offsets - offsets[0] + pl.int_range(len(pieces), eager=True, dtype=pl.Int64)
+    first_after = starts.search_sorted(pl.Series(ends, dtype=pl.Int64), side="left")
+    return (
+        first_after.cast(pl.Int64).diff(null_behavior="ignore").fill_null(first_after[0]).to_list()
     )
 
 
