@@ -120,9 +120,8 @@ def _lines_per_file(pieces: pa.LargeBinaryArray, ends: list[int]) -> list[int]:
     )
     starts = offsets - offsets[0] + pl.int_range(len(pieces), eager=True, dtype=pl.Int64)
     first_after = starts.search_sorted(pl.Series(ends, dtype=pl.Int64), side="left")
-    return (
-        first_after.cast(pl.Int64).diff(null_behavior="ignore").fill_null(first_after[0]).to_list()
-    )
+    counts = first_after.cast(pl.Int64).diff(null_behavior="ignore").fill_null(first_after[0])
+    return [int(n) for n in counts]
 
 
 def _decode_utf8(binary: pl.Series) -> tuple[pl.Series, pl.Series]:
