@@ -21,6 +21,7 @@ from memkiln.transforms.redact import (
     redact_counted_series,
     redact_expr,
     redact_flagged_expr,
+    rewrite_rows,
     unescape_expr,
 )
 
@@ -188,7 +189,10 @@ def clean_lines_counted(
 def _without_blobs(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
     """Blobs replaced by a note (``omitted_bytes``), the line decoded for redaction
     (``decoded``; ``line`` itself is kept until redacted) and ``lossy`` redacted."""
-    without_blobs = pl.col("line").str.replace_all(BLOB_PATTERN, BLOB_NOTE)
+    # only the lines holding a blob are rewritten (a replace_all writes every line again)
+    without_blobs = pl.col("line").map_batches(
+        _without_blob_rows, return_dtype=pl.String, is_elementwise=True
+    )
     return (
         lf.with_columns(without_blobs=without_blobs)
         .with_columns(
@@ -199,6 +203,15 @@ def _without_blobs(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
             lossy=_redact_lossy(pl.col("lossy"), rules=rules),
         )
         .drop("without_blobs")
+    )
+
+
+def _without_blob_rows(lines: pl.Series) -> pl.Series:
+    """``lines`` with every blob replaced by its note, only the rows holding one rewritten."""
+    return rewrite_rows(
+        lines,
+        lines.str.contains(BLOB_PATTERN),
+        lambda rows: rows.str.replace_all(BLOB_PATTERN, BLOB_NOTE),
     )
 
 

@@ -83,6 +83,7 @@ __all__ = [
     "redact_secrets",
     "redact_series",
     "redact_text",
+    "rewrite_rows",
     "rule_hit_counts",
     "secret_count_expr",
     "unescape_expr",
@@ -423,7 +424,7 @@ _UNESCAPE_ROWS = r"(?i-u:\\u00(?:2[013-9a-f]|[346][0-9a-f]|5[0-9abd-f]|7[0-9a-e]
 
 def unescape_series(series: pl.Series) -> pl.Series:
     """:func:`unescape_expr` on a series: only the rows that hold an escape are rewritten."""
-    return _rewrite_rows(series, series.str.contains(_UNESCAPE_ROWS), _unescape_all)
+    return rewrite_rows(series, series.str.contains(_UNESCAPE_ROWS), _unescape_all)
 
 
 def _unescape_all(series: pl.Series) -> pl.Series:
@@ -432,7 +433,7 @@ def _unescape_all(series: pl.Series) -> pl.Series:
     )
 
 
-def _rewrite_rows(
+def rewrite_rows(
     series: pl.Series, hit: pl.Series, rewrite: Callable[[pl.Series], pl.Series]
 ) -> pl.Series:
     """``series`` with ``rewrite`` applied to the rows where ``hit`` is true, the others kept
@@ -552,9 +553,9 @@ def _redact(
         series = unescape_series(series)
     flagged = series.str.contains(rules.any_pattern)
     if hits is None:
-        series = _rewrite_rows(series, flagged, functools.partial(_passes, rules=rules))
+        series = rewrite_rows(series, flagged, functools.partial(_passes, rules=rules))
     else:
-        series = _rewrite_rows(
+        series = rewrite_rows(
             series, flagged, functools.partial(_counted_passes, rules=rules, hits=hits)
         )
     flags = pl.Series(series.name, [True] * len(series), dtype=pl.Boolean)
@@ -662,7 +663,7 @@ def _hits_of(text: pl.Series, rules: RuleSet) -> dict[str, int]:
         found |= _spans_per_rule(spans, members)
         current = current.str.replace_all(rule_pass.pattern, rule_pass.replacement)
     if rules.context or rules.external:
-        after = _rewrite_rows(text, flagged, lambda _: current) if len(current) else text
+        after = rewrite_rows(text, flagged, lambda _: current) if len(current) else text
         if rules.external:
             after, source = redact_source_with_hits(after, rules.external, REDACTED)
             found |= source
