@@ -27,7 +27,7 @@ from memkiln.transforms.lines import (
     SURROGATE_ESCAPE,
     UTF8_BOM,
     classify_lines,
-    clean_lines,
+    clean_lines_counted,
     excerpt_expr,
     mend_lone_surrogates,
     split_lines,
@@ -51,7 +51,6 @@ from memkiln.transforms.redact import (
     RuleSet,
     redact_expr,
     redact_text,
-    rule_hit_counts,
 )
 from memkiln.transforms.settle import (
     FAILED_STATUSES,
@@ -66,6 +65,10 @@ from memkiln.transforms.tool_calls import build_tool_calls
 #: each line is parsed once; a larger batch, or one huge file, is cut into parts and each part
 #: parsed twice: once for the formats, once for the items).
 PARSE_PART_BYTES = 2 * SEGMENT_BYTES
+
+#: Frames handed to DuckDB as Arrow with Polars' own string layout (string views): DuckDB
+#: reads them as they are, where the default compatibility level copies every string first.
+ARROW_OUT = pl.CompatLevel.newest()
 
 _RESULT_ERROR_TYPES = pl.Schema(
     {"fid": pl.Int64(), "line_no": pl.Int32(), "is_error": pl.Boolean()}
@@ -150,11 +153,19 @@ def prepare_batch_ipc(batch_ipc: bytes) -> dict[str, Any]:
     unit of work a task runner spreads (it reads files, writes nothing). The rules are the
     packaged ones; the JSON parser is an in-memory DuckDB of its own."""
     batch = frame_from_ipc(batch_ipc)
-    parser = duckdb.connect()
+    parser = json_parser()
     try:
         return prepare_batch(parser, batch, rules=load_rules()).to_ipc()
     finally:
         parser.close()
+
+
+def json_parser() -> duckdb.DuckDBPyConnection:
+    """An in-memory DuckDB connection used only as the JSON parser of :func:`prepare_batch`.
+    Its results come back as Arrow string views, which Polars takes without copying them."""
+    parser = duckdb.connect()
+    parser.execute(sql("set_arrow_string_view"))
+    return parser
 
 
 def prepare_batch(
@@ -251,7 +262,7 @@ def prepared_batches(
     """
     if not todo:
         return
-    parser = duckdb.connect()
+    parser = json_parser()
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="memkiln-prepare")
     try:
         ahead = pool.submit(prepare_batch, parser, todo[0], rules=rules)
@@ -397,14 +408,13 @@ def normalize_lines(
     whole: pl.DataFrame | None = None  # the fields of a batch parsed in one part
     for offset, length in parts:
         # 2-3. clean (blobs, secrets), check which lines are JSON objects, quarantine the rest
-        good, bad, n_lines, part_hits = _clean_and_classify(
+        # 4. with every field of every line, parsed in the same pass as its validity
+        good, fields, bad, n_lines, part_hits = _clean_and_classify(
             con, lines.slice(offset, length), rules=rules
         )
         hits.update(part_hits)
         bads.append(bad)
         counts.append(n_lines)
-        # 4. parse every field of every good line in one pass
-        fields = line_fields(con, good)
         votes.append(format_votes(fields.lazy()).collect())
         errors.append(_result_errors(fields))
         if len(parts) == 1:
@@ -484,30 +494,25 @@ def _segments(nbytes: pl.Series, limit: int) -> list[tuple[int, int]]:
 
 def _clean_and_classify(
     con: duckdb.DuckDBPyConnection, lines: pl.DataFrame, *, rules: RuleSet
-) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, dict[str, int]]:
-    """Clean lines (blobs -> notes, secrets -> token) and sort them: ``(good, quarantined,
-    lines per file, hits per rule)``; good lines are JSON objects (DuckDB's parser)."""
-    cleaned = clean_lines(lines.lazy(), rules=rules).collect()
-    changed = cleaned.lazy().filter(pl.col("secrets_in").is_not_null())
-    hits = dict(rule_hit_counts(changed, column="secrets_in", rules=rules).collect().iter_rows())
-    cleaned = cleaned.drop("secrets_in")
-    con.register("batch_all", cleaned.select("fid", "line_no", "line").to_arrow())
-    try:
-        validity = fetch_pl(
-            con,
-            sql("lines_valid"),
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame, dict[str, int]]:
+    """Clean lines (blobs -> notes, secrets -> token) and sort them: ``(good, fields of the
+    good lines, quarantined, lines per file, hits per rule)``; good lines are JSON objects
+    (DuckDB's parser, which reads every field of a line and its validity in one parse)."""
+    cleaned, hits = clean_lines_counted(lines, rules=rules)
+    fields = _fields_and_validity(con, cleaned)
+    validity = fields.select("fid", "line_no", "valid")
+    cleaned, validity, mended = _mend_surrogates(con, cleaned, validity)
+    if mended.height:  # their fields, parsed again once mended
+        fields = fields.update(
+            _fields_and_validity(con, mended), on=["fid", "line_no"], include_nulls=True
         )
-    finally:
-        con.unregister("batch_all")
-    cleaned, validity = _mend_surrogates(con, cleaned, validity)
     classified = classify_lines(
         cleaned.lazy().join(validity.lazy(), on=["fid", "line_no"], how="left")
     ).collect()
     del cleaned, validity
-    good = classified.filter(pl.col("reason").is_null()).select(
-        "fid", "line_no", "line", "omitted_bytes", "key_words"
-    )
-    bad = classified.filter(pl.col("reason").is_not_null()).select(
+    is_good = pl.col("reason").is_null()
+    good = classified.filter(is_good).select("fid", "line_no", "line", "omitted_bytes", "key_words")
+    bad = classified.filter(~is_good).select(
         file_id="fid",
         line_no="line_no",
         reason="reason",
@@ -515,14 +520,24 @@ def _clean_and_classify(
         excerpt=excerpt_expr(),
         bytes="nbytes",
     )
+    fields = fields.drop("valid")
+    if good.height < fields.height:  # rarely: most batches have no line to quarantine
+        fields = fields.join(good.select("fid", "line_no"), on=["fid", "line_no"], how="semi")
     n_lines = classified.group_by("fid").agg(n_lines=pl.len().cast(pl.Int64))
-    return good, bad, n_lines, hits
+    return good, fields, bad, n_lines, hits
 
 
 def line_fields(con: duckdb.DuckDBPyConnection, good: pl.DataFrame) -> pl.DataFrame:
     """Every field the formats use, of JSON-object lines (``fid, line_no, line``), parsed once
     by DuckDB's JSON reader."""
-    con.register("batch_lines", good.select("fid", "line_no", "line").to_arrow())
+    return _fields_and_validity(con, good).drop("valid")
+
+
+def _fields_and_validity(con: duckdb.DuckDBPyConnection, lines: pl.DataFrame) -> pl.DataFrame:
+    """:func:`line_fields` of any lines, with ``valid`` (the line is valid JSON): one parse."""
+    con.register(
+        "batch_lines", lines.select("fid", "line_no", "line").to_arrow(compat_level=ARROW_OUT)
+    )
     try:
         return fetch_pl(con, sql("extract_line_fields"))
     finally:
@@ -540,7 +555,9 @@ def _items_of(
     """The redacted items of some lines, timestamps not yet carried forward."""
     fields = fields.join(formats, on="fid", how="left").join(good, on=["fid", "line_no"])
     fields = _strip_payloads(con, fields)
-    con.register("batch_content", content_arrays(fields.lazy()).collect().to_arrow())
+    con.register(
+        "batch_content", content_arrays(fields.lazy()).collect().to_arrow(compat_level=ARROW_OUT)
+    )
     try:
         blocks = fetch_pl(con, sql("extract_content_blocks"))
     finally:
@@ -560,7 +577,9 @@ def _strip_payloads(con: duckdb.DuckDBPyConnection, fields: pl.DataFrame) -> pl.
     paths = payload_text_paths(fields.lazy()).collect()
     con.register(
         "batch_payloads",
-        pl.DataFrame([fields["line"], paths["text_path"], paths["text_path2"]]).to_arrow(),
+        pl.DataFrame([fields["line"], paths["text_path"], paths["text_path2"]]).to_arrow(
+            compat_level=ARROW_OUT
+        ),
     )
     try:
         stripped = con.sql(sql("strip_payloads")).to_arrow_table()
@@ -597,7 +616,9 @@ def parse_lines(
     fields = fields.join(formats, on="fid", how="left").join(
         good.select("fid", "line_no", "line", "omitted_bytes"), on=["fid", "line_no"]
     )
-    con.register("batch_content", content_arrays(fields.lazy()).collect().to_arrow())
+    con.register(
+        "batch_content", content_arrays(fields.lazy()).collect().to_arrow(compat_level=ARROW_OUT)
+    )
     try:
         blocks = fetch_pl(con, sql("extract_content_blocks"))
     finally:
@@ -607,21 +628,22 @@ def parse_lines(
 
 def _mend_surrogates(
     con: duckdb.DuckDBPyConnection, cleaned: pl.DataFrame, validity: pl.DataFrame
-) -> tuple[pl.DataFrame, pl.DataFrame]:
+) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame]:
     """Lines DuckDB rejects only for a lone surrogate escape (``"\\ud83d"``, a string cut
-    through an emoji by a JavaScript writer) are mended and checked again. Rare: a Python
-    loop over those lines only."""
+    through an emoji by a JavaScript writer) are mended and checked again: ``cleaned`` and
+    ``validity`` updated, and the mended lines now valid (``fid, line_no, line``). Rare: a
+    Python loop over those lines only."""
     suspects = (
         cleaned.join(validity.filter(~pl.col("valid")), on=["fid", "line_no"], how="semi")
         .filter(pl.col("line").str.contains(SURROGATE_ESCAPE))
         .select("fid", "line_no", "line")
     )
     if not suspects.height:
-        return cleaned, validity
+        return cleaned, validity, suspects
     mended = suspects.with_columns(
         pl.Series("line", [mend_lone_surrogates(t) for t in suspects["line"]], dtype=pl.String)
     )
-    con.register("batch_mended", mended.to_arrow())
+    con.register("batch_mended", mended.to_arrow(compat_level=ARROW_OUT))
     try:
         ok = fetch_pl(
             con,
@@ -630,12 +652,12 @@ def _mend_surrogates(
     finally:
         con.unregister("batch_mended")
     if not ok.height:
-        return cleaned, validity
+        return cleaned, validity, ok
     keys = ["fid", "line_no"]
     # a mended line is not vouched for by its key-word flag any more
     cleaned = cleaned.update(ok.with_columns(key_words=pl.lit(True)), on=keys)
     validity = validity.update(ok.select(*keys, valid=pl.lit(True)), on=keys)
-    return cleaned, validity
+    return cleaned, validity, ok
 
 
 def looks_binary(data: bytes) -> bool:
@@ -692,7 +714,7 @@ def _write(
         con.execute(sql("insert_rollouts"), {"run_id": run_id, "at": at})
         # items in slices of about SEGMENT_BYTES: one Arrow copy of a slice at a time
         for offset, length in _segments(_item_bytes(items), SEGMENT_BYTES):
-            con.register("b_items", items.slice(offset, length).to_arrow())
+            con.register("b_items", items.slice(offset, length).to_arrow(compat_level=ARROW_OUT))
             try:
                 con.execute(sql("insert_items"))
             finally:

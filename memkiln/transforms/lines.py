@@ -16,7 +16,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from memkiln.constants import BLOB_MIN_CHARS, QUARANTINE_EXCERPT_CHARS
-from memkiln.transforms.redact import RuleSet, redact_expr, redact_flagged_expr, unescape_expr
+from memkiln.transforms.redact import (
+    RuleSet,
+    redact_counted_series,
+    redact_expr,
+    redact_flagged_expr,
+    rewrite_rows,
+    unescape_expr,
+)
 
 #: A JSON string that is only a (possibly data-URL prefixed) base64 blob.
 BLOB_PATTERN = (
@@ -47,21 +54,21 @@ def split_lines(chunks: Sequence[tuple[int, bytes]]) -> pl.DataFrame:
     count for line numbers) and dropped by ``classify_lines``.
     """
     fids: list[int] = []
-    counts: list[int] = []
+    ends: list[int] = []  # where each file's bytes end in the joined buffer
     unterminated_fids: list[int] = []
     pieces: list[bytes] = []
+    end = 0
     for fid, data in chunks:
         if data.startswith(UTF8_BOM):  # written by some Windows editors and tools
             data = data[len(UTF8_BOM) :]
         if not data:
             continue
-        n = data.count(b"\n")
         if not data.endswith(b"\n"):
-            n += 1
             unterminated_fids.append(fid)
             data += b"\n"
+        end += len(data)
         fids.append(fid)
-        counts.append(n)
+        ends.append(end)
         pieces.append(data)
     if not pieces:
         return pl.DataFrame(schema=LINE_SCHEMA)
@@ -75,6 +82,7 @@ def split_lines(chunks: Sequence[tuple[int, bytes]]) -> pl.DataFrame:
     )
     raw = pc.split_pattern(whole, b"\n").flatten()
     del whole, buf
+    counts = _lines_per_file(raw, ends)
     raw = raw.slice(0, len(raw) - 1)  # the empty piece after the final newline
     binary = pl.Series("raw", raw, dtype=pl.Binary)
     text, lossy = _decode_utf8(binary)
@@ -99,6 +107,22 @@ def split_lines(chunks: Sequence[tuple[int, bytes]]) -> pl.DataFrame:
         )
         .select(LINE_SCHEMA.keys())
     )
+
+
+def _lines_per_file(pieces: pa.LargeBinaryArray, ends: list[int]) -> list[int]:
+    """How many of ``pieces`` (the buffer split at its newlines) start in each file, the files
+    ending at ``ends`` in the buffer: piece ``k`` starts at its offset among the pieces plus the
+    ``k`` newlines cut before it (no second scan of the bytes for newlines)."""
+    offsets = pl.Series(
+        pa.Array.from_buffers(
+            pa.int64(), len(pieces), [None, pieces.buffers()[1]], offset=pieces.offset
+        ),
+        dtype=pl.Int64,
+    )
+    starts = offsets - offsets[0] + pl.int_range(len(pieces), eager=True, dtype=pl.Int64)
+    first_after = starts.search_sorted(pl.Series(ends, dtype=pl.Int64), side="left")
+    counts = first_after.cast(pl.Int64).diff(null_behavior="ignore").fill_null(first_after[0])
+    return [int(n) for n in counts]
 
 
 def _decode_utf8(binary: pl.Series) -> tuple[pl.Series, pl.Series]:
@@ -130,19 +154,13 @@ def clean_lines(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
     ``secrets_in`` (the unredacted text of the lines redaction changed, null elsewhere: count
     hits on it, then drop it). Lines are
     whole JSON texts; both steps keep a valid JSON line valid (the redaction rules never
-    touch a quote or an escape).
+    touch a quote or an escape). :func:`clean_lines_counted` does the same on a frame and
+    counts the hits per rule while it redacts.
     """
-    without_blobs = pl.col("line").str.replace_all(BLOB_PATTERN, BLOB_NOTE)
     # redaction sees the decoded text: escaped ASCII written out (a valid line stays valid)
     redacted = pl.col("redacted").struct.field("text")
     return (
-        lf.with_columns(without_blobs=without_blobs)
-        .with_columns(
-            omitted_bytes=(
-                pl.col("line").str.len_bytes() - pl.col("without_blobs").str.len_bytes()
-            ).cast(pl.Int32),
-            decoded=unescape_expr(pl.col("without_blobs")),
-        )
+        _without_blobs(lf, rules=rules)
         .with_columns(redacted=redact_flagged_expr(pl.col("decoded"), rules=rules, unescape=False))
         .with_columns(
             line=redacted,
@@ -152,9 +170,48 @@ def clean_lines(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
             # the text before redaction, kept only where redaction changed something, so the
             # per-rule hit count looks at those few lines instead of all of them
             secrets_in=pl.when(redacted != pl.col("decoded")).then("decoded"),
+        )
+        .drop("decoded", "redacted")
+    )
+
+
+def clean_lines_counted(
+    lines: pl.DataFrame, *, rules: RuleSet
+) -> tuple[pl.DataFrame, dict[str, int]]:
+    """:func:`clean_lines` without ``secrets_in``, and the hits per rule of the redaction (as
+    ``rule_hit_counts`` of ``secrets_in`` gives them), counted while redacting."""
+    cleaned = _without_blobs(lines.lazy(), rules=rules).collect()
+    text, flags, hits = redact_counted_series(cleaned["decoded"], rules=rules, unescape=False)
+    cleaned = cleaned.with_columns(line=text.rename("line"), key_words=flags.rename("key_words"))
+    return cleaned.drop("decoded"), hits
+
+
+def _without_blobs(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
+    """Blobs replaced by a note (``omitted_bytes``), the line decoded for redaction
+    (``decoded``; ``line`` itself is kept until redacted) and ``lossy`` redacted."""
+    # only the lines holding a blob are rewritten (a replace_all writes every line again)
+    without_blobs = pl.col("line").map_batches(
+        _without_blob_rows, return_dtype=pl.String, is_elementwise=True
+    )
+    return (
+        lf.with_columns(without_blobs=without_blobs)
+        .with_columns(
+            omitted_bytes=(
+                pl.col("line").str.len_bytes() - pl.col("without_blobs").str.len_bytes()
+            ).cast(pl.Int32),
+            decoded=unescape_expr(pl.col("without_blobs")),
             lossy=_redact_lossy(pl.col("lossy"), rules=rules),
         )
-        .drop("without_blobs", "decoded", "redacted")
+        .drop("without_blobs")
+    )
+
+
+def _without_blob_rows(lines: pl.Series) -> pl.Series:
+    """``lines`` with every blob replaced by its note, only the rows holding one rewritten."""
+    return rewrite_rows(
+        lines,
+        lines.str.contains(BLOB_PATTERN),
+        lambda rows: rows.str.replace_all(BLOB_PATTERN, BLOB_NOTE),
     )
 
 

@@ -63,12 +63,11 @@ from memkiln.transforms.redact_context import (
     ContextRule,
     context_hits,
     parse_context_rule,
-    redact_context_series,
+    redact_context_with_hits,
 )
 from memkiln.transforms.redact_source import (
     SourceRules,
     parse_betterleaks,
-    redact_source_series,
     redact_source_with_hits,
 )
 
@@ -77,12 +76,14 @@ __all__ = [
     "Pass",
     "Rule",
     "RuleSet",
+    "redact_counted_series",
     "redact_expr",
     "redact_flagged_expr",
     "redact_flagged_series",
     "redact_secrets",
     "redact_series",
     "redact_text",
+    "rewrite_rows",
     "rule_hit_counts",
     "secret_count_expr",
     "unescape_expr",
@@ -423,7 +424,7 @@ _UNESCAPE_ROWS = r"(?i-u:\\u00(?:2[013-9a-f]|[346][0-9a-f]|5[0-9abd-f]|7[0-9a-e]
 
 def unescape_series(series: pl.Series) -> pl.Series:
     """:func:`unescape_expr` on a series: only the rows that hold an escape are rewritten."""
-    return _rewrite_rows(series, series.str.contains(_UNESCAPE_ROWS), _unescape_all)
+    return rewrite_rows(series, series.str.contains(_UNESCAPE_ROWS), _unescape_all)
 
 
 def _unescape_all(series: pl.Series) -> pl.Series:
@@ -432,7 +433,7 @@ def _unescape_all(series: pl.Series) -> pl.Series:
     )
 
 
-def _rewrite_rows(
+def rewrite_rows(
     series: pl.Series, hit: pl.Series, rewrite: Callable[[pl.Series], pl.Series]
 ) -> pl.Series:
     """``series`` with ``rewrite`` applied to the rows where ``hit`` is true, the others kept
@@ -516,30 +517,60 @@ def redact_flagged_series(
     passes, and a marker cannot complete a key word. The decoded items of such a line can skip
     the source pass (``key_words`` of :func:`redact_series`).
     """
-    return _redact(series, rules=rules, unescape=unescape, key_words=None)
+    text, flags, _ = _redact(series, rules=rules, unescape=unescape, key_words=None)
+    return text, flags
+
+
+def redact_counted_series(
+    series: pl.Series, *, rules: RuleSet, unescape: bool = True
+) -> tuple[pl.Series, pl.Series, dict[str, int]]:
+    """:func:`redact_flagged_series`, and the replaced spans per rule, as
+    :func:`rule_hit_counts` gives them for the text before redaction (a dict in rule order,
+    rules that replaced nothing left out), counted while redacting instead of by a second
+    redaction of the changed texts."""
+    text, flags, hits = _redact(series, rules=rules, unescape=unescape, key_words=None, count=True)
+    assert hits is not None
+    order = {rule_id: i for i, rule_id in enumerate(rules.rule_ids)}
+    return text, flags, dict(sorted(hits.items(), key=lambda kv: order[kv[0]]))
 
 
 def _redact(
-    series: pl.Series, *, rules: RuleSet, unescape: bool, key_words: pl.Series | None
-) -> tuple[pl.Series, pl.Series]:
+    series: pl.Series,
+    *,
+    rules: RuleSet,
+    unescape: bool,
+    key_words: pl.Series | None,
+    count: bool = False,
+) -> tuple[pl.Series, pl.Series, dict[str, int] | None]:
+    """The text redacted, its key-word flags and, with ``count``, the hits per rule (see
+    :func:`_hits_of`, which this follows step by step)."""
+    hits: dict[str, int] | None = {} if count else None
     if series.dtype != pl.String:
         series = series.cast(pl.String)
     if series.null_count() == len(series):
-        return series, pl.Series(series.name, [False] * len(series), dtype=pl.Boolean)
+        return series, pl.Series(series.name, [False] * len(series), dtype=pl.Boolean), hits
     if unescape:
         series = unescape_series(series)
-    series = _rewrite_rows(
-        series, series.str.contains(rules.any_pattern), functools.partial(_passes, rules=rules)
-    )
+    flagged = series.str.contains(rules.any_pattern)
+    if hits is None:
+        series = rewrite_rows(series, flagged, functools.partial(_passes, rules=rules))
+    else:
+        series = rewrite_rows(
+            series, flagged, functools.partial(_counted_passes, rules=rules, hits=hits)
+        )
     flags = pl.Series(series.name, [True] * len(series), dtype=pl.Boolean)
     if rules.external:
         found = _keyword_rows(series, rules.external, key_words)
-        series = redact_source_series(series, rules.external, REDACTED, found)
+        series, source = redact_source_with_hits(series, rules.external, REDACTED, found)
+        if hits is not None:
+            hits |= source
         if _markers_make_no_key_word(rules.external):
             flags = found
     if rules.context:
-        series = redact_context_series(series, rules.context, REDACTED)
-    return series, flags
+        series, context = redact_context_with_hits(series, rules.context, REDACTED)
+        if hits is not None:
+            hits |= context
+    return series, flags, hits
 
 
 def _keyword_rows(series: pl.Series, source: SourceRules, key_words: pl.Series | None) -> pl.Series:
@@ -562,6 +593,16 @@ def _markers_make_no_key_word(source: SourceRules) -> bool:
 
 def _passes(series: pl.Series, rules: RuleSet) -> pl.Series:
     for rule_pass in rules.passes:
+        series = series.str.replace_all(rule_pass.pattern, rule_pass.replacement)
+    return series
+
+
+def _counted_passes(series: pl.Series, rules: RuleSet, hits: dict[str, int]) -> pl.Series:
+    """:func:`_passes`, adding the spans each pass replaces to ``hits`` (per rule)."""
+    for rule_pass in rules.passes:
+        spans = series.str.extract_all(rule_pass.pattern).explode().drop_nulls()
+        members = [rule for rule in rules.rules if rule.pass_name == rule_pass.name]
+        hits |= _spans_per_rule(spans, members)
         series = series.str.replace_all(rule_pass.pattern, rule_pass.replacement)
     return series
 
@@ -622,7 +663,7 @@ def _hits_of(text: pl.Series, rules: RuleSet) -> dict[str, int]:
         found |= _spans_per_rule(spans, members)
         current = current.str.replace_all(rule_pass.pattern, rule_pass.replacement)
     if rules.context or rules.external:
-        after = _rewrite_rows(text, flagged, lambda _: current) if len(current) else text
+        after = rewrite_rows(text, flagged, lambda _: current) if len(current) else text
         if rules.external:
             after, source = redact_source_with_hits(after, rules.external, REDACTED)
             found |= source

@@ -27,7 +27,13 @@ from typing import Any
 
 import polars as pl
 
-__all__ = ["ContextRule", "context_hits", "parse_context_rule", "redact_context_series"]
+__all__ = [
+    "ContextRule",
+    "context_hits",
+    "parse_context_rule",
+    "redact_context_series",
+    "redact_context_with_hits",
+]
 
 _KEYS = frozenset(
     {"id", "description", "keywords", "window", "value", "min_length", "min_entropy",
@@ -161,25 +167,27 @@ def parse_context_rule(raw: Any, *, source: str) -> ContextRule:
 
 def _confirmed(
     series: pl.Series, rule: ContextRule, marker: str
-) -> tuple[dict[str, str], pl.Series]:
-    """Distinct candidate spans of ``series`` whose value passes the gate -> their redaction, and
-    the indexes of the rows that may hold a span (a row that holds one passes both filters)."""
+) -> tuple[dict[str, str], pl.Series, int]:
+    """Distinct candidate spans of ``series`` whose value passes the gate -> their redaction,
+    the indexes of the rows that may hold a span (a row that holds one passes both filters),
+    and how many candidate spans (with repeats) are confirmed ones: the rule's hits."""
     no_rows = pl.Series(dtype=pl.UInt32)
     first = series.str.contains_any(list(rule.prefilter), ascii_case_insensitive=True)
     first = first.fill_null(False)
     if not first.any():
-        return {}, no_rows
+        return {}, no_rows, 0
     rows = first.arg_true()
     candidates = series.filter(first)
     # then the pattern without its leading boundary: it starts with literals, so the regex
     # engine's prefilter skips most of the text; few rows pass it
     second = candidates.str.contains(rule.row_filter).fill_null(False)
     if not second.any():
-        return {}, no_rows
+        return {}, no_rows, 0
     rows, candidates = rows.filter(second), candidates.filter(second)
-    spans = candidates.str.extract_all(rule.pattern).explode().drop_nulls().unique()
+    every = candidates.str.extract_all(rule.pattern).explode().drop_nulls()
+    spans = every.unique()
     if spans.is_empty():
-        return {}, no_rows
+        return {}, no_rows, 0
     parts = spans.str.extract_groups(rule.pattern).struct.unnest()
     out: dict[str, str] = {}
     for span, prefix, value in zip(
@@ -190,29 +198,39 @@ def _confirmed(
     ):
         if value and rule.passes(value, prefix or ""):
             out[span] = span.replace(value, marker) if prefix is None else prefix + marker
-    return out, rows
+    hits = int(every.is_in(list(out)).sum()) if out else 0
+    return out, rows, hits
 
 
 def redact_context_series(
     series: pl.Series, rules: tuple[ContextRule, ...], marker: str
 ) -> pl.Series:
     """``series`` with the values the gate confirms replaced by ``marker``."""
+    return redact_context_with_hits(series, rules, marker)[0]
+
+
+def redact_context_with_hits(
+    series: pl.Series, rules: tuple[ContextRule, ...], marker: str
+) -> tuple[pl.Series, dict[str, int]]:
+    """:func:`redact_context_series` and :func:`context_hits` of ``series`` in one search."""
+    hits: dict[str, int] = {}
     for rule in rules:
-        found, rows = _confirmed(series, rule, marker)
+        found, rows, n = _confirmed(series, rule, marker)
         if found:
+            hits[rule.id] = n
             # longest first: a span that contains another is replaced whole; only the rows that
             # can hold a span are rewritten
             keys = sorted(found, key=len, reverse=True)
             replaced = series.gather(rows).str.replace_many(keys, [found[k] for k in keys])
             series = series.clone().scatter(rows, replaced)
-    return series
+    return series, hits
 
 
 def context_hits(series: pl.Series, rules: tuple[ContextRule, ...], marker: str) -> dict[str, int]:
     """Replaced spans per context rule in ``series`` (the text before this pass)."""
     hits: dict[str, int] = {}
     for rule in rules:
-        found, _ = _confirmed(series, rule, marker)
+        found, _, _ = _confirmed(series, rule, marker)
         if found:
             rows = series.filter(series.str.contains(rule.row_filter))
             spans = rows.str.extract_all(rule.pattern).explode().drop_nulls()

@@ -91,18 +91,12 @@ def build_tool_calls(items: pl.LazyFrame, *, result_errors: pl.LazyFrame) -> pl.
     as an error or not (Pi's ``toolResult`` messages).
     """
     calls = items.filter(pl.col("item_type").is_in(CALL_TYPES))
-    outputs = (
+    outputs = _outputs_per_call(
         items.filter(pl.col("item_type").is_in(OUTPUT_TYPES) & pl.col("call_id").is_not_null())
         .join(result_errors, on=["fid", "line_no"], how="left")
         .with_columns(
             is_error=pl.col("is_error")
             | pl.col("payload_json").str.contains(r'"is_error":\s*true').fill_null(False)
-        )
-        .group_by("rollout_id", "call_id")
-        .agg(
-            out_ts=pl.col("ts").min(),
-            out_text=pl.col("text").sort_by("seq").str.join("\n"),
-            is_error=pl.col("is_error").fill_null(False).any(),
         )
     )
     head = pl.col("out_text").str.head(HEAD_CHARS)
@@ -166,3 +160,28 @@ def build_tool_calls(items: pl.LazyFrame, *, result_errors: pl.LazyFrame) -> pl.
         .sort("rollout_id", "seq")
         .cast(TOOL_CALL_COLUMNS)
     )
+
+
+def _outputs_per_call(outputs: pl.LazyFrame) -> pl.LazyFrame:
+    """``rollout_id, call_id, out_ts, out_text, is_error``: a call's outputs as one, their texts
+    joined in ``seq`` order (nulls left out). Most calls have one output: those are taken as
+    they are (a null text is then the empty string, as the join gives), so only the few calls
+    with several outputs have their (often long) texts copied into a joined one."""
+    keys = ["rollout_id", "call_id"]
+    alone = pl.len().over(keys) == 1
+    single = outputs.filter(alone).select(
+        *keys,
+        out_ts=pl.col("ts"),
+        out_text=pl.col("text").fill_null(""),
+        is_error=pl.col("is_error").fill_null(False),
+    )
+    several = (
+        outputs.filter(~alone)
+        .group_by(keys)
+        .agg(
+            out_ts=pl.col("ts").min(),
+            out_text=pl.col("text").sort_by("seq").str.join("\n"),
+            is_error=pl.col("is_error").fill_null(False).any(),
+        )
+    )
+    return pl.concat([single, several])

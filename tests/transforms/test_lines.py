@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import random
+
 import polars as pl
 from polars.testing import assert_frame_equal
 
 from memkiln.io.rules import load_rules
 from memkiln.transforms.lines import (
     BLOB_NOTE,
+    UTF8_BOM,
     classify_lines,
     clean_lines,
     mend_lone_surrogates,
@@ -106,3 +109,36 @@ def test_lone_surrogate_escapes_are_mended_and_pairs_and_escaped_backslashes_kep
     }
     for line, expected in cases.items():
         assert mend_lone_surrogates(line) == expected
+
+
+def test_every_file_of_a_batch_gets_its_own_lines_numbered_from_one() -> None:
+    # files ending with and without a newline, empty ones, blank lines, a BOM, CRLF, lines
+    # that are not UTF-8, a file of only newlines: each line lands in its file, numbered
+    rng = random.Random(7)
+    bits = [b'{"a":1}', b"", b"x" * 300, b"\xff\xfe", b'{"b":"\xc3\xa9"}\r', b" "]
+    chunks: list[tuple[int, bytes]] = []
+    for fid in range(1, 60):
+        body = b"\n".join(rng.choice(bits) for _ in range(rng.randrange(0, 9)))
+        if rng.random() < 0.5:
+            body += b"\n"
+        if rng.random() < 0.1:
+            body = UTF8_BOM + body
+        chunks.append((fid, body))
+    chunks.append((60, b"\n\n\n"))
+    expected: list[tuple[int, int, bool]] = []
+    for fid, data in chunks:
+        data = data.removeprefix(UTF8_BOM)
+        if not data:
+            continue
+        pieces = data.split(b"\n")
+        if data.endswith(b"\n"):
+            pieces = pieces[:-1]
+        for i, _ in enumerate(pieces):
+            last = i == len(pieces) - 1 and not data.endswith(b"\n")
+            expected.append((fid, i + 1, last))
+    lines = split_lines(chunks)
+    got = list(zip(lines["fid"], lines["line_no"], lines["unterminated"], strict=True))
+    assert got == expected
+    assert lines["nbytes"].sum() == sum(
+        len(d.removeprefix(UTF8_BOM)) - d.removeprefix(UTF8_BOM).count(b"\n") for _, d in chunks
+    )

@@ -1,15 +1,17 @@
--- Pull, from each redacted line of a batch, the fields that the three rollout formats use.
+-- Pull, from each redacted line of a batch, the fields that the three rollout formats use,
+-- and whether the line is valid JSON at all.
 -- Each line is parsed once: one json_extract_string call with every path (a second, small
 -- parse only for has_payload, below). Objects and arrays come back as compact JSON text; a
--- path that is absent gives null.
--- Input relation: batch_lines(fid, line_no, line) with only lines that are JSON objects.
+-- path that is absent gives null. A line that is not valid JSON gives null for every field
+-- (try: the parse fails) and valid = false; json_valid is asked only about those lines.
+-- Input relation: batch_lines(fid, line_no, line), any lines (null for lines not UTF-8).
 -- The ``…[0]`` paths tell an array (first element present) from a string of the same text.
 with fields as (
     select
         fid,
         line_no,
         line,
-        json_extract_string(line, [
+        try(json_extract_string(line, [
             '$.type', '$.timestamp', '$.record_type', '$.id', '$.role', '$.name',          -- 1-6
             '$.call_id', '$.arguments', '$.input', '$.output', '$.content', '$.summary',   -- 7-12
             '$.action', '$.instructions', '$.git', '$.cwd', '$.version',                   -- 13-17
@@ -25,7 +27,7 @@ with fields as (
             '$.message.toolCallId', '$.message.command', '$.message.output',               -- 49-51
             '$.message.isError', '$.customType',                                           -- 52-53
             '$.content[0]', '$.payload.content[0]', '$.message.content[0]'                 -- 54-56
-        ]) as f
+        ])) as f
     from batch_lines
 )
 select
@@ -90,9 +92,11 @@ select
     case
         when f[18] is not null then true
         when f[40] is not null then false
+        when f is null then false
         else coalesce(json_type(line, '$.payload') <> 'NULL', false)
     end as has_payload,
     f[54] as content0,
     f[55] as p_content0,
-    f[56] as m_content0
+    f[56] as m_content0,
+    case when f is not null then true else coalesce(json_valid(line), false) end as valid
 from fields;
