@@ -10,6 +10,10 @@
 
 Interrupted anywhere, the next invocation goes on: finished sessions are up to date, jobs
 of the killed run are taken over, and a batch takes only sessions not yet done.
+
+The same recipe without Prefect (``backfill_job``, what ``--no-prefect`` runs) and the summary
+both return are in ``memkiln.flows.plain_backfill``, which imports no Prefect, so that
+``--no-prefect`` starts without it.
 """
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.

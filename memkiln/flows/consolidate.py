@@ -11,6 +11,10 @@
 5. record the model's usage; the run closes with its counts
 
 The steps are the methods of ``memkiln.llm.consolidation.Consolidation``.
+
+The recipe itself is ``memkiln.flows.plain_consolidate`` (no Prefect import: what
+``--no-prefect`` runs, so that it starts without Prefect); this module wraps it in
+Prefect's flow and tasks.
 """
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.

@@ -18,6 +18,10 @@ Under Prefect, the work of step 3 that needs no store runs as tasks on the flow'
 sessions (their requests rendered; the heuristic backend's outcomes with them) and, with a
 model backend, a ``call-model`` task per request (sent, the answer parsed and judged). This
 process reads, claims, decides what is sent and writes every outcome as it arrives.
+
+The recipe itself is ``memkiln.flows.plain_extract`` (no Prefect import: what
+``--no-prefect`` runs, so that it starts without Prefect); this module wraps it in
+Prefect's flow and tasks.
 """
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.

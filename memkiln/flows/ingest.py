@@ -10,6 +10,10 @@
 
 Readers see the store as published at the start, after batches (no more often than every
 few seconds) and at the end (``memkiln.io.snapshot``).
+
+The recipe itself is ``memkiln.flows.plain_ingest`` (no Prefect import: what
+``--no-prefect`` runs, so that it starts without Prefect); this module wraps it in
+Prefect's flow and tasks.
 """
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.

@@ -5,6 +5,10 @@
 3. extract (eligible sessions whose stored output is not up to date)
 4. consolidate (projects whose memories changed)
 5. close the run record with every phase's counters; publish the summary
+
+The same recipe without Prefect (``run_job``, what ``--no-prefect`` runs) and the summary
+both return are in ``memkiln.flows.plain_run``, which imports no Prefect, so that
+``--no-prefect`` starts without it.
 """
 
 # No ``from __future__ import annotations`` in the flow modules: a served or deployed flow
