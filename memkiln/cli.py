@@ -38,8 +38,8 @@ from memkiln.settings import (
 from memkiln.transforms.report import EXIT_LOCKED, EXIT_OK, EXIT_USAGE, Section
 
 if TYPE_CHECKING:
-    from memkiln.flows.backfill import BackfillSummary
-    from memkiln.flows.run import RunSummary
+    from memkiln.flows.plain_backfill import BackfillSummary
+    from memkiln.flows.plain_run import RunSummary
     from memkiln.transforms.summaries import ConsolidateSummary, ExtractSummary, IngestSummary
 
 try:  # typer >= 0.23 carries its own copy of click
@@ -244,7 +244,7 @@ def _check_db(db: Path) -> None:
 
 
 def _check_archive(settings: Settings) -> Path:
-    from memkiln.flows.ingest import check_archive
+    from memkiln.flows.plain_ingest import check_archive
 
     if settings.archive is None:
         raise ConfigError(
@@ -293,7 +293,7 @@ def ingest(
             from memkiln.flows.ingest import ingest_flow
 
             return _on_runner(ingest_flow, settings)(_options(settings))
-        from memkiln.flows.ingest import ingest_archive
+        from memkiln.flows.plain_ingest import ingest_archive
         from memkiln.io.progress import Reporter
 
         return ingest_archive(settings, reporter=Reporter(enabled=settings.progress))
@@ -352,7 +352,7 @@ def extract(
             from memkiln.flows.extract import extract_flow
 
             return extract_flow(_options(settings))
-        from memkiln.flows.extract import extract_store
+        from memkiln.flows.plain_extract import extract_store
         from memkiln.io.progress import Reporter
 
         return extract_store(settings, reporter=Reporter(enabled=settings.progress))
@@ -416,7 +416,7 @@ def run(
             from memkiln.flows.run import run_flow
 
             return _on_runner(run_flow, settings)(_options(settings))
-        from memkiln.flows.run import run_job
+        from memkiln.flows.plain_run import run_job
 
         return run_job(settings)
 
@@ -490,7 +490,7 @@ def backfill(
             from memkiln.flows.backfill import backfill_flow
 
             return backfill_flow(_options(settings))
-        from memkiln.flows.backfill import backfill_job
+        from memkiln.flows.plain_backfill import backfill_job
 
         return backfill_job(settings)
 
@@ -572,7 +572,7 @@ def consolidate(
             from memkiln.flows.consolidate import consolidate_flow
 
             return _on_runner(consolidate_flow, settings)(_options(settings), project)
-        from memkiln.flows.consolidate import consolidate_store
+        from memkiln.flows.plain_consolidate import consolidate_store
         from memkiln.io.progress import Reporter
 
         reporter = Reporter(enabled=settings.progress)

@@ -18,6 +18,10 @@ Under Prefect, the work of step 3 that needs no store runs as tasks on the flow'
 sessions (their requests rendered; the heuristic backend's outcomes with them) and, with a
 model backend, a ``call-model`` task per request (sent, the answer parsed and judged). This
 process reads, claims, decides what is sent and writes every outcome as it arrives.
+
+The recipe itself is ``memkiln.flows.plain_extract`` (no Prefect import: what
+``--no-prefect`` runs, so that it starts without Prefect); this module wraps it in
+Prefect's flow and tasks.
 """
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
@@ -27,24 +31,19 @@ from contextlib import AbstractContextManager
 from functools import cached_property
 from typing import Any
 
-import duckdb
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 
 from memkiln.flows.ephemeral import stoppable
+from memkiln.flows.plain_extract import extract_store
 from memkiln.io.artifacts import phase_of, publish
-from memkiln.io.jobs import Outcome, store_write_error
+from memkiln.io.jobs import Outcome
 from memkiln.io.lock import hold_store
-from memkiln.io.prices import PriceBook, check_budget_prices
 from memkiln.io.progress import Reporter
-from memkiln.io.rules import load_rules
 from memkiln.io.runner import current_runner, parallelism, stopped_with
-from memkiln.io.store import open_store, recorded_run
-from memkiln.llm.backends import HEURISTIC_MODEL, Backend, Request, make_backend
-from memkiln.llm.engine import Extraction, Plan, policy_from
+from memkiln.llm.backends import Request
 from memkiln.llm.units import (
-    Dispatch,
     Group,
     Ready,
     call_wire,
@@ -57,72 +56,6 @@ from memkiln.llm.units import (
 )
 from memkiln.settings import Options, Settings
 from memkiln.transforms.summaries import ExtractSummary, extract_section, notes
-
-
-def extract_store(
-    settings: Settings,
-    *,
-    reporter: Reporter | None = None,
-    backend: Backend | None = None,
-    spent_before: float = 0.0,
-    dispatch: Dispatch | None = None,
-) -> ExtractSummary:
-    """Run stage one over the store (no Prefect; the flow below wraps this).
-
-    ``spent_before`` is what earlier phases of the same invocation spent, counted against
-    ``budget_usd``; ``dispatch`` runs the rendering and the model calls elsewhere (tasks),
-    else here.
-    """
-    reporter = reporter or Reporter(enabled=False)
-    rules = load_rules()
-    book = PriceBook(settings.prices)
-    name = settings.backend
-    model = HEURISTIC_MODEL if name == "heuristic" else settings.model
-    check_budget_prices(book, backend=name, model=model, budget=settings.budget_usd)
-    backend = backend or make_backend(settings, rules=rules)
-    # 1. open the store and record the run
-    con = open_store(settings.db)
-    summary = ExtractSummary()
-    plan = Plan(policy_from(settings), book, spent_before)
-    try:
-        with recorded_run(con, command="extract", counts=summary.counters) as summary.run_id:
-            engine = Extraction(
-                con,
-                settings,
-                backend,
-                rules=rules,
-                summary=summary,
-                reporter=reporter,
-                plan=plan,
-                dispatch=dispatch,
-            )
-            try:
-                asyncio.run(_extract(engine))
-            except BaseException:  # a stop: the record below hands back the jobs held
-                engine.fence()
-                raise
-    except duckdb.Error as exc:  # the store cannot be written (a full disk, a lost mount)
-        raise store_write_error(settings.db, exc) from exc
-    finally:
-        con.close()
-    return summary
-
-
-async def _extract(engine: Extraction) -> None:
-    # 1. jobs left running by a dead run go back to pending; ended batches are applied
-    await engine.take_over()
-    # 2. select (the jobs of open batches are held by them)
-    decided, todo = await engine.select()
-    # 3. count and estimate (a dry run: no job claimed, no model called), or submit one
-    # batch (openai-batch), or send the requests with bounded concurrency
-    if engine.settings.dry_run:
-        await engine.estimate(decided, todo)
-    elif engine.batch is not None:
-        await engine.submit_batch(todo)
-    else:
-        await engine.send(todo)
-    # 4. close the backend; record what the run's requests used
-    await engine.close()
 
 
 @task(

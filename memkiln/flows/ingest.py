@@ -10,144 +10,34 @@
 
 Readers see the store as published at the start, after batches (no more often than every
 few seconds) and at the end (``memkiln.io.snapshot``).
+
+The recipe itself is ``memkiln.flows.plain_ingest`` (no Prefect import: what
+``--no-prefect`` runs, so that it starts without Prefect); this module wraps it in
+Prefect's flow and tasks.
 """
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
-from collections import Counter
-from collections.abc import Callable, Generator, Sequence
-from contextlib import closing
-from pathlib import Path
+from collections.abc import Generator, Sequence
 from typing import Any
 
-import duckdb
 import polars as pl
 from prefect import flow, task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 
-from memkiln.constants import INGEST_BATCH_FILES, INGEST_DUCKDB_MEMORY
-from memkiln.errors import ConfigError
 from memkiln.flows.ephemeral import stoppable
-from memkiln.io.archive import discover, path_key
+from memkiln.flows.plain_ingest import Preparer as Preparer
+from memkiln.flows.plain_ingest import check_archive as check_archive
+from memkiln.flows.plain_ingest import ingest_archive
+from memkiln.flows.plain_ingest import plan_archive as plan_archive
 from memkiln.io.artifacts import phase_of, publish
-from memkiln.io.loader import (
-    BatchResult,
-    PreparedBatch,
-    frame_to_ipc,
-    prepare_batch_ipc,
-    prepared_batches,
-    write_batch,
-)
+from memkiln.io.loader import PreparedBatch, frame_to_ipc, prepare_batch_ipc
 from memkiln.io.lock import hold_store
 from memkiln.io.progress import Reporter
-from memkiln.io.rules import load_rules
 from memkiln.io.runner import current_runner, ordered_results, parallelism, stopped_with
-from memkiln.io.snapshot import Publisher
-from memkiln.io.store import execute, fetch_pl, open_store, recorded_run, sql
 from memkiln.settings import Options, Settings
-from memkiln.transforms.plan import FOUND_SCHEMA, batches, plan_files
-
-#: Turns the batches of a run into prepared batches, in order (a worker thread by default).
-from memkiln.transforms.redact import RuleSet, redact_text
+from memkiln.transforms.redact import RuleSet
 from memkiln.transforms.summaries import IngestSummary, ingest_section
-
-Preparer = Callable[..., Generator[tuple[pl.DataFrame, PreparedBatch], None, None]]
-
-
-def check_archive(archive: Path) -> Path:
-    if not archive.exists():
-        raise ConfigError(f"archive directory {archive} does not exist")
-    if not archive.is_dir():
-        raise ConfigError(f"archive {archive} is not a directory")
-    return archive
-
-
-def plan_archive(con: duckdb.DuckDBPyConnection, archive: Path) -> pl.DataFrame:
-    """Discover files under ``archive`` and mark each new, changed or unchanged."""
-    found = pl.DataFrame(
-        [(s.path, s.size, s.mtime_ns) for s in discover(archive)],
-        schema=FOUND_SCHEMA,
-        orient="row",
-    )
-    # files are recognised by the key of their real path (the stored path is redacted): the
-    # plan is made over keys, then the real paths are put back
-    keys = found.select(key=pl.Series([path_key(p) for p in found["path"]], dtype=pl.String))
-    known = fetch_pl(con, sql("known_files"))
-    plan = plan_files(found.with_columns(path=keys["key"]), known)
-    real = found.select(key=keys["key"], real="path")
-    return (
-        plan.join(real, left_on="path", right_on="key", how="left", maintain_order="left")
-        .with_columns(path="real")
-        .drop("real")
-    )
-
-
-def ingest_archive(
-    settings: Settings,
-    *,
-    reporter: Reporter | None = None,
-    prepare: Preparer = prepared_batches,
-) -> IngestSummary:
-    """Run an ingest without Prefect (the flow below wraps this; tests call it directly).
-
-    ``prepare`` prepares the batches (a worker thread; the flow passes tasks)."""
-    archive = check_archive(Path(settings.archive or ""))
-    reporter = reporter or Reporter(enabled=False)
-    con = open_store(settings.db)
-    summary = IngestSummary()
-    try:
-        # a large batch's rows wait in the transaction: past this, DuckDB writes them out
-        execute(con, "set_memory_limit", limit=INGEST_DUCKDB_MEMORY)
-        shown = redact_text(str(archive.resolve()), rules=load_rules())
-        with recorded_run(
-            con, command="ingest", archive=shown, counts=summary.counters
-        ) as summary.run_id:
-            _ingest(con, archive, settings, summary, reporter, prepare)
-    finally:
-        con.close()
-    return summary
-
-
-def _ingest(
-    con: duckdb.DuckDBPyConnection,
-    archive: Path,
-    settings: Settings,
-    summary: IngestSummary,
-    reporter: Reporter,
-    prepare: Preparer,
-) -> None:
-    # 2. discover and plan
-    plan = plan_archive(con, archive)
-    actions = Counter(plan["action"].to_list())
-    summary.files_seen = plan.height
-    summary.files_new = actions.get("new", 0)
-    summary.files_changed = actions.get("changed", 0)
-    summary.files_skipped = actions.get("unchanged", 0)
-    todo = batches(plan, max_bytes=settings.batch_bytes, max_files=INGEST_BATCH_FILES)
-    rules = load_rules()
-    statuses: Counter[str] = Counter()
-    hits: Counter[str] = Counter()
-    # 3. load batch by batch
-    total = int(sum(b["size"].sum() for b in todo))
-    publisher = Publisher(con)  # readers see the batches written so far
-    # closing(): an error while writing stops the worker before the error propagates
-    with (
-        reporter.task("ingest", total=total) as advance,
-        closing(prepare(todo, rules=rules)) as stream,
-    ):
-        for batch, prepared in stream:
-            result: BatchResult = write_batch(con, prepared, run_id=summary.run_id)
-            summary.bytes_read += result.bytes_read
-            summary.rollouts += result.rollouts
-            summary.items += result.items
-            summary.quarantined += result.quarantined
-            summary.files_failed += result.failed_files
-            statuses.update(result.statuses)
-            hits.update(result.hits)
-            publisher.maybe()
-            advance(int(batch["size"].sum()))
-    summary.statuses = dict(statuses)
-    summary.hits = dict(hits)
 
 
 @task(

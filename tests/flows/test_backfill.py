@@ -156,11 +156,12 @@ def test_sql_explains_every_sample_session_that_has_no_memory(
 
 @pytest.mark.corpus
 def test_sql_explains_every_corpus_session_that_has_no_memory(
-    tmp_path: Path, rollout_corpus: Path
+    tmp_path: Path, ingested_corpus: Path
 ) -> None:
-    archive = tmp_path / "archive"
-    shutil.copytree(rollout_corpus, archive)
-    s = settings(tmp_path, archive=archive)
+    # a copy of the shared ingest of the corpus: the backfill's own ingest finds every file
+    # unchanged, then it extracts and consolidates them all
+    shutil.copy2(ingested_corpus / "m.duckdb", tmp_path / "m.duckdb")
+    s = settings(tmp_path, archive=ingested_corpus / "corpus")
     backfill_job(s)
     sessions = {r[0] for r in rows(s.db, "select rollout_id from rollouts")}
     in_memory = {

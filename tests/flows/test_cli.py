@@ -16,6 +16,7 @@ import typer.main
 
 from memkiln.cli import CLI_OPTIONS, MIB, app
 from memkiln.settings import Options
+from tests.imports import LIST_IMPORTS, orchestration_imported
 from tests.prefect_server import flow_run_state
 
 #: The console script installed beside this Python (``pip install -e .``).
@@ -50,9 +51,11 @@ def test_every_command_has_help_that_explains_each_option(name: str) -> None:
     for param in command.params:
         if param.param_type_name == "option" and param.name != "help":
             assert param.help, f"{name} --{param.name} has no help text"
-    result = memkiln(name, "--help")
+    result = memkiln(name, "--help", env=LIST_IMPORTS)
     assert result.returncode == 0
     assert "Usage" in result.stdout
+    # help is read without starting Prefect or Dask (their imports are about 1 s of CPU)
+    assert orchestration_imported(result.stderr) == []
 
 
 def test_missing_archive_is_one_line_and_exit_code_2(tmp_path: Path) -> None:

@@ -122,6 +122,10 @@ def run_job(
 
 @pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs /proc")
 @pytest.mark.timeout(900)  # two whole runs and a cluster; minutes on a loaded machine
+# both runs (and the cluster's workers) talk to the test process's Prefect server: without
+# PREFECT_API_URL each run, and each Dask worker, starts a temporary server of its own, about
+# 4.5 CPU-s apiece, which is not what this test is about (the test below keeps them)
+@pytest.mark.prefect_server
 def test_a_run_on_a_local_dask_cluster_gives_the_rows_and_files_of_the_default_runner(
     sample_archive: Path, tmp_path: Path
 ) -> None:

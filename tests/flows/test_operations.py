@@ -51,8 +51,9 @@ def runs(db: Path) -> list[tuple[str, str]]:
         return con.execute("select command, status from runs order by started_at").fetchall()
 
 
-def big_archive(path: Path, *, sessions: int = 60, kb: int = 400) -> Path:
-    """Sessions with long command outputs: enough bytes for an ingest of a few seconds."""
+def big_archive(path: Path, *, sessions: int = 20, kb: int = 1200) -> Path:
+    """Sessions with long command outputs: enough bytes (24 MB) for an ingest of a few
+    seconds, in few sessions (the reruns after a stop extract and consolidate them all)."""
     at = datetime.now(UTC) - timedelta(days=1)
     output = ("compiling module ok; " * 50 + "\n") * (kb * 1024 // 1050)
     for i in range(sessions):

@@ -62,10 +62,12 @@ def preference_lines(path: Path, text: str) -> list[str]:
 
 @pytest.mark.corpus
 def test_heuristic_memory_files_over_the_corpus_hold_no_markup_and_only_user_preferences(
-    rollout_corpus: Path, tmp_path: Path
+    ingested_corpus: Path, tmp_path: Path
 ) -> None:
-    archive, db, out = tmp_path / "archive", tmp_path / "m.duckdb", tmp_path / "memories"
-    shutil.copytree(rollout_corpus, archive)
+    # from a copy of the shared ingest of the corpus: the run's ingest finds every file
+    # unchanged, then it extracts and consolidates every session
+    archive, db, out = ingested_corpus / "corpus", tmp_path / "m.duckdb", tmp_path / "memories"
+    shutil.copy2(ingested_corpus / "m.duckdb", db)
     env = os.environ | {
         "MEMKILN_DB": str(db),
         "MEMKILN_OUT": str(out),

@@ -9,13 +9,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import duckdb
 import pytest
 
+from memkiln.constants import STAGE_ONE_MAX_OUTPUT_TOKENS
 from memkiln.flows.extract import extract_store
 from memkiln.flows.ingest import ingest_archive
 from memkiln.io.rules import load_rules
+from memkiln.io.store import fetch_pl, sql
 from memkiln.llm.requests import stage_one_input_for_file
 from memkiln.settings import Settings
+from memkiln.transforms.filtering import filter_memory_items
+from memkiln.transforms.render import stage_one_inputs
 from memkiln.transforms.tokens import count_tokens
 from tests.fake_openai import FakeOpenAI
 
@@ -198,17 +203,30 @@ def test_render_input_on_a_file_that_is_not_a_rollout_is_one_line_and_exit_2(
 
 
 @pytest.mark.corpus
-def test_every_corpus_rollout_renders(rollout_corpus: Path) -> None:
-    rules = load_rules()
-    failures = []
-    for path in sorted(rollout_corpus.rglob("*.jsonl")):
-        try:
-            result, _ = stage_one_input_for_file(path, context_window=272_000, rules=rules)
-        except Exception as exc:  # collected, then reported together
-            failures.append(f"{path.name}: {type(exc).__name__}: {exc}")
-            continue
-        assert result.truncation.tokens_after <= 180_880
-    assert failures == []
+def test_every_corpus_rollout_renders(ingested_corpus: Path) -> None:
+    # every file of the corpus is one session, and all of them render within the budget, in
+    # one pass of the builder behind both render-input and extraction (``stage_one_inputs``)
+    # over the items of the shared ingest of the corpus (normalized once, as a run does)
+    files = sorted(str(p) for p in (ingested_corpus / "corpus").rglob("*.jsonl"))
+    with duckdb.connect(str(ingested_corpus / "m.duckdb"), read_only=True) as con:
+        sessions = fetch_pl(con, "select rollout_id, path, cwd from rollouts order by path")
+        items = fetch_pl(con, sql("request_items"), {"ids": sessions["rollout_id"].to_list()})
+    assert sessions["path"].to_list() == files
+    kept = filter_memory_items(items.lazy()).sort("rollout_id", "seq")
+    rendered = {
+        row["rollout_id"]: prompt
+        for row, prompt in stage_one_inputs(
+            sessions,
+            kept,
+            context_window=272_000,
+            max_output_tokens=STAGE_ONE_MAX_OUTPUT_TOKENS,
+            rules=load_rules(),
+        )
+    }
+    assert set(rendered) == set(sessions["rollout_id"])
+    over = {rid: p.truncation.tokens_after for rid, p in rendered.items()}
+    assert {rid: n for rid, n in over.items() if n > 180_880} == {}
+    assert all("<rollout_contents>" in p.user for p in rendered.values())
 
 
 def test_render_input_shows_the_bytes_extraction_sends(

@@ -14,6 +14,7 @@ import pytest
 
 from memkiln import connect as memkiln_connect
 from tests.builders import codex_lines, uid, write_rollout
+from tests.imports import LIST_IMPORTS, imported, orchestration_imported
 
 MEMKILN = str(Path(sys.executable).with_name("memkiln"))
 
@@ -26,9 +27,11 @@ PROJECTS = [
 ]
 
 
-def memkiln(*args: str) -> subprocess.CompletedProcess[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_")}
-    return subprocess.run([MEMKILN, *args], capture_output=True, text=True, timeout=300, env=env)
+def memkiln(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    base = {k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_")}
+    return subprocess.run(
+        [MEMKILN, *args], capture_output=True, text=True, timeout=300, env={**base, **(env or {})}
+    )
 
 
 @pytest.fixture(scope="module")
@@ -49,10 +52,21 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
             n += 1
     result = memkiln(
         "run", "--archive", str(archive), "--db", str(db), "--out", str(out), "--backfill",
-        "--no-prefect", "--no-progress",
+        "--no-prefect", "--no-progress", env=LIST_IMPORTS,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
+    (root / "run-stderr.txt").write_text(result.stderr, encoding="utf-8")
     return db, out
+
+
+def test_a_run_without_prefect_imports_neither_prefect_nor_dask(
+    store: tuple[Path, Path],
+) -> None:
+    # ``memkiln run --no-prefect`` (the store above) does not pay for importing Prefect
+    db, _ = store
+    stderr = (db.parent / "run-stderr.txt").read_text(encoding="utf-8")
+    assert "memkiln.flows.plain_run" in imported(stderr)  # the list is complete
+    assert orchestration_imported(stderr) == []
 
 
 @pytest.mark.parametrize(

@@ -237,9 +237,13 @@ def scan_everything(
     return leaks(texts)
 
 
+#: A token in the folder the user names with ``--archive`` (above the canaries' folders).
+PATH_TOKEN = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
+
+
 @pytest.fixture(scope="module")
 def archive(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_archive(tmp_path_factory.mktemp("secrets"))
+    return build_archive(tmp_path_factory.mktemp("secrets") / f"token={PATH_TOKEN}")
 
 
 def test_every_canary_format_is_placed_in_every_field(archive: Path) -> None:
@@ -250,14 +254,26 @@ def test_every_canary_format_is_placed_in_every_field(archive: Path) -> None:
     assert all(fx.secret in names for fx in NAMEABLE[:4])
 
 
-def test_no_canary_survives_a_heuristic_run(
+def test_no_canary_survives_a_heuristic_run_nor_the_token_in_the_archive_path(
     archive: Path, tmp_path: Path, prefect_home: Path, server: PrefectServer
 ) -> None:
+    assert f"token={PATH_TOKEN}" in str(archive.parent)
     db, out, home, captured = run_job(
         tmp_path, archive, prefect_home, server, "--backend", "heuristic"
     )
     assert (out / "INDEX.md").is_file()
     assert scan_everything(db, out, home, captured, server) == []
+    # the canaries sit in folders below the archive; a token in the folder the user names
+    # with --archive reached Prefect's database in clear, in the flow runs' stored
+    # parameters and in the ingest task's name
+    held = [
+        str(path)
+        for root in (home, server.home)
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and PATH_TOKEN.encode() in path.read_bytes()
+    ]
+    assert held == []
+    assert PATH_TOKEN not in captured
 
 
 def test_no_canary_survives_a_run_against_an_openai_compatible_server(
@@ -293,30 +309,3 @@ def test_no_canary_survives_a_run_that_reads_the_session_in_chunks(
     assert (out / "INDEX.md").is_file()
     assert leaks(prompts) == []
     assert scan_everything(db, out, home, captured, server) == []
-
-
-def test_a_token_in_the_archive_path_itself_stays_out_of_prefects_database(
-    tmp_path: Path, prefect_home: Path, server: PrefectServer
-) -> None:
-    # the canaries above sit in folders below the archive; a token in the folder the user
-    # names with --archive reached Prefect's database in clear, in the flow runs' stored
-    # parameters and in the ingest task's name
-    import shutil
-
-    from tests.conftest import SAMPLE_ARCHIVE
-
-    token = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
-    archive = tmp_path / f"token={token}" / "archive"
-    shutil.copytree(SAMPLE_ARCHIVE, archive)
-    _, out, home, captured = run_job(
-        tmp_path, archive, prefect_home, server, "--backend", "heuristic"
-    )
-    assert (out / "INDEX.md").is_file()
-    held = [
-        str(path)
-        for root in (home, server.home)
-        for path in sorted(root.rglob("*"))
-        if path.is_file() and token.encode() in path.read_bytes()
-    ]
-    assert held == []
-    assert token not in captured

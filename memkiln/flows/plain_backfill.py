@@ -1,0 +1,118 @@
+"""A backfill in this process alone, without Prefect (``memkiln backfill --no-prefect``):
+the recipe of ``memkiln.flows.backfill``, whose flow runs the same phases as tasks, and what
+both share (the summary, the settings of a backfill, when to take another batch). Nothing
+here imports Prefect.
+"""
+
+# No ``from __future__ import annotations``: see memkiln/flows/run.py.
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from memkiln.errors import ConfigError
+from memkiln.flows.ephemeral import stoppable
+from memkiln.flows.plain_consolidate import consolidate_store
+from memkiln.flows.plain_extract import extract_store
+from memkiln.flows.plain_ingest import check_archive, ingest_archive
+from memkiln.flows.plain_run import dry_run_estimate, merge_counters
+from memkiln.io.lock import hold_store
+from memkiln.io.progress import Reporter
+from memkiln.io.store import linked_runs, recorded_parent_run
+from memkiln.settings import Options, Settings
+from memkiln.transforms.estimate import Estimate
+from memkiln.transforms.summaries import ConsolidateSummary, ExtractSummary, IngestSummary
+
+#: A dry run looks at every batch at once: the per-run limit is lifted to this.
+ALL_SESSIONS = 2**62
+
+
+@dataclass
+class BackfillSummary:
+    run_id: str = ""
+    ingest: IngestSummary = field(default_factory=IngestSummary)
+    batches: list[ExtractSummary] = field(default_factory=list)
+    consolidate: ConsolidateSummary = field(default_factory=ConsolidateSummary)
+    estimate: Estimate | None = None
+
+    @property
+    def extract(self) -> ExtractSummary:
+        """The batches as one extraction: counts added up, the last batch's stop reason."""
+        total = ExtractSummary(run_id=self.batches[-1].run_id if self.batches else "")
+        for batch in self.batches:
+            total.taken += batch.taken
+            total.batched += batch.batched
+            total.batches_open = batch.batches_open
+            total.requests += batch.requests
+            total.input_tokens += batch.input_tokens
+            total.output_tokens += batch.output_tokens
+            total.cost_usd += batch.cost_usd
+            total.price_known = total.price_known and batch.price_known
+            total.orphans_taken_over += batch.orphans_taken_over
+            for key, n in batch.outcomes.items():
+                total.outcomes[key] = total.outcomes.get(key, 0) + n
+            total.sessions_failed += batch.sessions_failed
+        if self.batches:
+            last = self.batches[-1]
+            total.considered, total.decisions = last.considered, dict(last.decisions)
+            total.stopped, total.budget_reached = last.stopped, last.budget_reached
+            total.estimate = last.estimate
+        return total
+
+    def counters(self) -> dict[str, float | None]:
+        return merge_counters(
+            self.ingest.counters(),
+            *(batch.counters() for batch in self.batches),
+            self.consolidate.counters(),
+        )
+
+
+#: ``Options`` or its ``Settings`` subclass: a backfill's copy keeps the type it was given.
+AnyOptions = TypeVar("AnyOptions", bound=Options)
+
+
+def backfill_settings(settings: AnyOptions) -> AnyOptions:
+    """The settings of a backfill: no age window; a dry run counts every batch at once."""
+    update: dict[str, object] = {"backfill": True}
+    if settings.dry_run:
+        update["max_rollouts_per_run"] = ALL_SESSIONS
+    return settings.model_copy(update=update)
+
+
+def more_to_do(batch: ExtractSummary) -> bool:
+    """Whether another batch would find sessions this one left (the per-run limit)."""
+    return (
+        not batch.stopped
+        and batch.estimate is None
+        and batch.taken > 0
+        and batch.decisions.get("over_run_limit", 0) > 0
+    )
+
+
+def backfill_job(settings: Settings) -> BackfillSummary:
+    """The recipe of ``backfill_flow`` in this process alone, without Prefect (``--no-prefect``)."""
+    settings = backfill_settings(settings)
+    if settings.archive is None:
+        raise ConfigError("no archive to ingest: set --archive, MEMKILN_ARCHIVE or archive")
+    archive = str(check_archive(settings.archive).resolve())
+    reporter = Reporter(enabled=settings.progress)
+    summary = BackfillSummary()
+    with (
+        hold_store(settings.db),
+        stoppable(),
+        recorded_parent_run(
+            settings.db, command="backfill", archive=archive, counts=summary.counters
+        ) as summary.run_id,
+        linked_runs(parent_run_id=summary.run_id),
+    ):
+        summary.ingest = ingest_archive(settings, reporter=reporter)
+        spent = 0.0
+        while True:
+            batch = extract_store(settings, reporter=reporter, spent_before=spent)
+            summary.batches.append(batch)
+            spent += batch.cost_usd
+            if not more_to_do(batch):
+                break
+        if settings.dry_run:
+            summary.estimate = dry_run_estimate(settings, batch, run_id=summary.run_id)
+        else:
+            summary.consolidate = consolidate_store(settings, reporter=reporter, spent_before=spent)
+    return summary

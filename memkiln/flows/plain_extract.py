@@ -1,0 +1,86 @@
+"""Stage-one extraction in this process alone, without Prefect (``--no-prefect``, tests,
+benchmarks): the recipe of ``memkiln.flows.extract``, whose flow and tasks wrap it (passing a
+``dispatch`` that runs the store-free work as tasks). Nothing here imports Prefect.
+"""
+
+# No ``from __future__ import annotations``: see memkiln/flows/run.py.
+import asyncio
+
+import duckdb
+
+from memkiln.io.jobs import store_write_error
+from memkiln.io.prices import PriceBook, check_budget_prices
+from memkiln.io.progress import Reporter
+from memkiln.io.rules import load_rules
+from memkiln.io.store import open_store, recorded_run
+from memkiln.llm.backends import HEURISTIC_MODEL, Backend, make_backend
+from memkiln.llm.engine import Extraction, Plan, policy_from
+from memkiln.llm.units import Dispatch
+from memkiln.settings import Settings
+from memkiln.transforms.summaries import ExtractSummary
+
+
+def extract_store(
+    settings: Settings,
+    *,
+    reporter: Reporter | None = None,
+    backend: Backend | None = None,
+    spent_before: float = 0.0,
+    dispatch: Dispatch | None = None,
+) -> ExtractSummary:
+    """Run stage one over the store (no Prefect; ``extract_flow`` wraps this).
+
+    ``spent_before`` is what earlier phases of the same invocation spent, counted against
+    ``budget_usd``; ``dispatch`` runs the rendering and the model calls elsewhere (tasks),
+    else here.
+    """
+    reporter = reporter or Reporter(enabled=False)
+    rules = load_rules()
+    book = PriceBook(settings.prices)
+    name = settings.backend
+    model = HEURISTIC_MODEL if name == "heuristic" else settings.model
+    check_budget_prices(book, backend=name, model=model, budget=settings.budget_usd)
+    backend = backend or make_backend(settings, rules=rules)
+    # 1. open the store and record the run
+    con = open_store(settings.db)
+    summary = ExtractSummary()
+    plan = Plan(policy_from(settings), book, spent_before)
+    try:
+        with recorded_run(con, command="extract", counts=summary.counters) as summary.run_id:
+            engine = Extraction(
+                con,
+                settings,
+                backend,
+                rules=rules,
+                summary=summary,
+                reporter=reporter,
+                plan=plan,
+                dispatch=dispatch,
+            )
+            try:
+                asyncio.run(_extract(engine))
+            except BaseException:  # a stop: the record below hands back the jobs held
+                engine.fence()
+                raise
+    except duckdb.Error as exc:  # the store cannot be written (a full disk, a lost mount)
+        raise store_write_error(settings.db, exc) from exc
+    finally:
+        con.close()
+    return summary
+
+
+async def _extract(engine: Extraction) -> None:
+    # 1. jobs left running by a dead run go back to pending; ended batches are applied
+    await engine.take_over()
+    # 2. select (the jobs of open batches are held by them)
+    decided, todo = await engine.select()
+    # 3. count and estimate (a dry run: no job claimed, no model called), or submit one
+    # batch (openai-batch), or send the requests with bounded concurrency
+    if engine.settings.dry_run:
+        await engine.estimate(decided, todo)
+    elif engine.batch is not None:
+        await engine.submit_batch(todo)
+    else:
+        await engine.send(todo)
+    # 4. close the backend; record what the run's requests used
+    await engine.close()
