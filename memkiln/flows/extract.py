@@ -22,8 +22,9 @@ process reads, claims, decides what is sent and writes every outcome as it arriv
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
 import asyncio
+import concurrent.futures
 import itertools
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from functools import cached_property
 from typing import Any
 
@@ -47,6 +48,7 @@ from memkiln.llm.units import (
     Dispatch,
     Group,
     Ready,
+    allow_calls,
     call_wire,
     close_kept_backends,
     group_to_wire,
@@ -54,6 +56,7 @@ from memkiln.llm.units import (
     ready_from_wire,
     render_wire,
     request_to_wire,
+    stop_calls,
 )
 from memkiln.settings import Options, Settings
 from memkiln.transforms.summaries import ExtractSummary, extract_section, notes
@@ -99,6 +102,7 @@ def extract_store(
             try:
                 asyncio.run(_extract(engine))
             except BaseException:  # a stop: the record below hands back the jobs held
+                engine.dispatch.stop()  # the calls in flight end, nothing more is sent
                 engine.fence()
                 raise
     except duckdb.Error as exc:  # the store cannot be written (a full disk, a lost mount)
@@ -161,6 +165,8 @@ class Tasks:
         self.options = options
         self.runner = current_runner()
         self._numbers = itertools.count()
+        self._calls: set[PrefectFuture[Any]] = set()  # submitted, not finished
+        allow_calls(options)
 
     @cached_property
     def ahead(self) -> int:
@@ -174,11 +180,25 @@ class Tasks:
 
     async def call(self, request: Request) -> Outcome:
         future = call_model_task.submit(request_to_wire(request), self.options, next(self._numbers))
-        await _finished(future)
+        self._calls.add(future)
+        try:
+            await _finished(future)
+        finally:
+            self._calls.discard(future)
         return outcome_from_wire(await asyncio.to_thread(future.result))
 
     def running(self) -> AbstractContextManager[None]:
         return stopped_with(self.runner)
+
+    def stop(self) -> None:
+        """Calls running in this process (the thread runner) end at once, sending nothing
+        more, and those not started yet are cancelled (``stop_calls``); a local Dask cluster
+        ends with the run (``stopped_with``)."""
+        stop_calls(self.options)
+        for future in list(self._calls):
+            wrapped = getattr(future, "wrapped_future", None)
+            if isinstance(wrapped, concurrent.futures.Future):  # the thread runner's
+                wrapped.cancel()  # only one not started yet; a running one ends by itself
 
     def close(self) -> None:
         close_kept_backends()  # the call tasks' backends, when they ran in this process
@@ -194,7 +214,8 @@ async def _finished(future: PrefectFuture[Any]) -> None:
             done.set_result(None)
 
     def notify(_: PrefectFuture[Any]) -> None:  # in the thread that ended the task
-        loop.call_soon_threadsafe(settle)
+        with suppress(RuntimeError):  # the loop closed: the run stopped, nobody waits
+            loop.call_soon_threadsafe(settle)
 
     future.add_done_callback(notify)
     await done
