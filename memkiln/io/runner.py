@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
@@ -31,6 +32,9 @@ F = TypeVar("F")
 #: one per core, one thread each (Polars and DuckDB use more threads inside a task).
 LOCAL_DASK_WORKERS = max(1, min(os.cpu_count() or 1, 8))
 
+#: Seconds a Dask scheduler (``dask_address``) has to accept a connection before the run.
+PROBE_SECONDS = 10.0
+
 
 class Resolvable(Protocol):
     def result(self) -> Any: ...
@@ -41,8 +45,29 @@ def with_task_runner(flow: F, *, kind: str, address: str | None = None) -> F:
     runner, so that one changes nothing)."""
     if kind == "thread" and not address:
         return flow
+    runner = task_runner(kind, address)
+    if address:  # before any flow starts: a configuration error, not a failed run
+        check_reachable(address)
     # F is a Prefect flow; with_options returns the same flow with another runner
-    return flow.with_options(task_runner=task_runner(kind, address))  # type: ignore[attr-defined,no-any-return]
+    return flow.with_options(task_runner=runner)  # type: ignore[attr-defined,no-any-return]
+
+
+def check_reachable(address: str, *, timeout: float = PROBE_SECONDS) -> None:
+    """A ``ConfigError`` unless the Dask scheduler at ``address`` accepts a TCP connection
+    (``tcp://`` and ``tls://`` addresses; others are left to Dask)."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(address)
+        host, port = parse_host_port(location)
+    except ValueError as exc:
+        raise ConfigError(f"invalid Dask scheduler address {address!r}: {exc}") from None
+    if scheme not in ("tcp", "tls"):
+        return
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        raise ConfigError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
 
 
 def task_runner(kind: str, address: str | None = None, *, workers: int | None = None) -> Any:
@@ -67,6 +92,9 @@ def task_runner(kind: str, address: str | None = None, *, workers: int | None = 
             "threads_per_worker": 1,
             "processes": True,
             "dashboard_address": None,
+            # no dashboard, but the scheduler still serves its HTTP routes: on a free port
+            # of the loopback, not Dask's fixed 8787 (taken by a second run: a warning)
+            "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0"},
         }
     )
 
