@@ -533,6 +533,19 @@ class Extraction:
         await asyncio.to_thread(self.dispatch.close)
         self.record_usage()
 
+    def keep_finished(self) -> None:
+        """Write the outcomes that arrived but were still buffered when the run stopped (a
+        signal, an error), before the run hands its jobs back: an answer received (and paid
+        for) is kept, not asked for again. Called once the run's event loop has ended."""
+        batch, self.buffer = self.buffer, []
+        if not batch:
+            return
+        with store_cursor(self.con) as cur:
+            self._record(cur, batch)
+        self._count(batch)
+        self.summary.outcomes = dict(self.outcomes)
+        self.summary.sessions_failed = self._failed()
+
     def _release_unsent(self) -> int:
         with store_cursor(self.con) as cur:
             uncharge(cur, self.streak)
