@@ -18,9 +18,11 @@ from __future__ import annotations
 import os
 import signal
 import socket
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
+from functools import cache
 from typing import Any, Protocol, TypeVar
 
 from memkiln.errors import ConfigError
@@ -95,7 +97,7 @@ def task_runner(kind: str, address: str | None = None, *, workers: int | None = 
     dask.config.set({"distributed.admin.large-graph-warning-threshold": LARGE_GRAPH})
     if address:
         return DaskTaskRunner(address=address)
-    return DaskTaskRunner(
+    return local_dask_runner()(
         cluster_kwargs={
             "n_workers": workers or LOCAL_DASK_WORKERS,
             "threads_per_worker": 1,
@@ -108,11 +110,58 @@ def task_runner(kind: str, address: str | None = None, *, workers: int | None = 
     )
 
 
+@cache
+def local_dask_runner() -> type[Any]:
+    """``DaskTaskRunner`` for a local cluster whose workers report their task runs to the
+    flow's own Prefect API: with Prefect's temporary server (no ``PREFECT_API_URL``), the
+    settings prefect-dask sends with each task name none, and every worker process would
+    start a temporary server of its own (which outlives it when the run is killed)."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect_dask.task_runners import DaskTaskRunner
+
+    class LocalDaskTaskRunner(DaskTaskRunner):
+        def submit(
+            self,
+            task: Any,
+            parameters: dict[str, Any],
+            wait_for: Any = None,
+            dependencies: Any = None,
+        ) -> Any:
+            url = temporary_api_url()
+            if url is None:
+                return super().submit(task, parameters, wait_for, dependencies)
+            with temporary_settings(updates={PREFECT_API_URL: url}):
+                return super().submit(task, parameters, wait_for, dependencies)
+
+    return LocalDaskTaskRunner
+
+
+def temporary_api_url() -> str | None:
+    """The URL of the temporary Prefect API server this process started (none when
+    ``PREFECT_API_URL`` names a server)."""
+    from prefect.settings import get_current_settings
+
+    if get_current_settings().api.url:
+        return None
+    module = sys.modules.get("prefect.server.api.server")
+    if module is None:
+        return None
+    for server in list(module.SubprocessASGIServer._instances.values()):
+        process = server.server_process
+        if process is not None and process.poll() is None:
+            return str(server.api_url)
+    return None
+
+
+def _is_dask(runner: Any) -> bool:
+    return any(c.__name__ == "DaskTaskRunner" for c in type(runner).__mro__)
+
+
 def parallelism(runner: Any) -> int:
     """How many tasks the flow keeps in flight on ``runner`` while it writes a result: one
     per Dask worker thread (so every worker is busy while the writer writes), else one (the
     next batch is prepared while the current one is written)."""
-    if type(runner).__name__ != "DaskTaskRunner":
+    if not _is_dask(runner):
         return 1
     try:
         client = runner.client  # starts the local cluster, or connects to the scheduler
@@ -170,7 +219,7 @@ def stopped_with(runner: Any) -> Iterator[None]:
 
 
 def _local_worker_pids(runner: Any) -> list[int]:
-    if type(runner).__name__ != "DaskTaskRunner" or getattr(runner, "address", None):
+    if not _is_dask(runner) or getattr(runner, "address", None):
         return []
     return [int(pid) for pid in runner.client.run(os.getpid).values()]
 
