@@ -40,7 +40,7 @@ from memkiln.io.lock import hold_store
 from memkiln.io.prices import PriceBook, check_budget_prices
 from memkiln.io.progress import Reporter
 from memkiln.io.rules import load_rules
-from memkiln.io.runner import current_runner, parallelism, stopped_with
+from memkiln.io.runner import current_runner, on_workers, parallelism, stopped_with
 from memkiln.io.store import open_store, recorded_run
 from memkiln.llm.backends import HEURISTIC_MODEL, Backend, Request, make_backend
 from memkiln.llm.engine import Extraction, Plan, policy_from
@@ -194,10 +194,12 @@ class Tasks:
         return stopped_with(self.runner)
 
     def stop(self) -> None:
-        """Calls running in this process (the thread runner) end at once, sending nothing
-        more, and those not started yet are cancelled (``stop_calls``); a local Dask cluster
-        ends with the run (``stopped_with``)."""
+        """Calls running in this process (the thread runner) or in a Dask worker end at
+        once, sending nothing more, and those not started yet are cancelled
+        (``stop_calls``); a local Dask cluster then ends with the run (``stopped_with``)."""
         stop_calls(self.options)
+        with suppress(Exception):  # a cluster already closing: its workers end anyway
+            on_workers(self.runner, stop_calls, self.options)  # the calls on Dask workers
         for future in list(self._calls):
             wrapped = getattr(future, "wrapped_future", None)
             if isinstance(wrapped, concurrent.futures.Future):  # the thread runner's

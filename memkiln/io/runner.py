@@ -153,6 +153,13 @@ def temporary_api_url() -> str | None:
     return None
 
 
+def on_workers(runner: Any, function: Callable[..., object], *args: object) -> None:
+    """Run ``function(*args)`` in every worker process of a Dask ``runner`` (nothing on
+    another runner); a worker that fails or is gone is skipped."""
+    if _is_dask(runner):
+        runner.client.run(function, *args, on_error="ignore")
+
+
 def _is_dask(runner: Any) -> bool:
     return any(c.__name__ == "DaskTaskRunner" for c in type(runner).__mro__)
 

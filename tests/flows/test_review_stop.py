@@ -76,3 +76,22 @@ def test_a_stopped_run_sends_no_merge_for_the_chunked_sessions_it_had_in_flight(
         attempts = con.execute("select count(*) from stage1_attempts").fetchall()
     assert held == [(0,)]
     assert attempts == [(0,)]  # nothing in flight was recorded after the stop
+
+
+def test_on_a_local_dask_cluster_a_stopped_run_ends_its_calls_and_says_one_line(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    db = tmp_path / "m.duckdb"
+    ingested(sample_archive, db)
+    with FakeOpenAI(latency=3.0) as fake:
+        args = extract_args(db, fake.base_url, "--context-window", "12000")
+        # 'extract' has no --task-runner: 'run' over the ingested archive goes straight on
+        proc = start("run", "--archive", str(sample_archive), "--out", str(tmp_path / "out"),
+                     "--task-runner", "dask", *args[1:])  # fmt: skip
+        children, err = stop_when(proc, lambda _: fake.count() > 0, group=False)
+        asked = [last_user_text(r["body"]) for r in list(fake.requests)]
+    # the workers' calls end with the run: Dask reports no task cancelled under it and
+    # no worker killed by its nanny, and no chunked session's merge is asked for
+    assert err.strip().splitlines() == [STOPPED_LINE], (proc.returncode, err)
+    assert_stopped_at_once(proc, err, children)
+    assert not [text for text in asked if text.startswith(MERGE_START)]
