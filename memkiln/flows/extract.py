@@ -24,6 +24,7 @@ process reads, claims, decides what is sent and writes every outcome as it arriv
 import asyncio
 import concurrent.futures
 import itertools
+import uuid
 from contextlib import AbstractContextManager, suppress
 from functools import cached_property
 from typing import Any
@@ -48,7 +49,6 @@ from memkiln.llm.units import (
     Dispatch,
     Group,
     Ready,
-    allow_calls,
     call_wire,
     close_kept_backends,
     group_to_wire,
@@ -169,7 +169,8 @@ class Tasks:
         self.runner = current_runner()
         self._numbers = itertools.count()
         self._calls: set[PrefectFuture[Any]] = set()  # submitted, not finished
-        allow_calls(options)
+        #: this run's token on its requests: a stop ends the calls of this run only
+        self.run = uuid.uuid4().hex
 
     @cached_property
     def ahead(self) -> int:
@@ -182,7 +183,8 @@ class Tasks:
         return [ready_from_wire(wire) for wire in future.result()]
 
     async def call(self, request: Request) -> Outcome:
-        future = call_model_task.submit(request_to_wire(request), self.options, next(self._numbers))
+        wire = request_to_wire(request) | {"run": self.run}
+        future = call_model_task.submit(wire, self.options, next(self._numbers))
         self._calls.add(future)
         try:
             await _finished(future)
@@ -197,9 +199,9 @@ class Tasks:
         """Calls running in this process (the thread runner) or in a Dask worker end at
         once, sending nothing more, and those not started yet are cancelled
         (``stop_calls``); a local Dask cluster then ends with the run (``stopped_with``)."""
-        stop_calls(self.options)
+        stop_calls(self.run)
         with suppress(Exception):  # a cluster already closing: its workers end anyway
-            on_workers(self.runner, stop_calls, self.options)  # the calls on Dask workers
+            on_workers(self.runner, stop_calls, self.run)  # the calls on Dask workers
         for future in list(self._calls):
             wrapped = getattr(future, "wrapped_future", None)
             if isinstance(wrapped, concurrent.futures.Future):  # the thread runner's

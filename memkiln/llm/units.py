@@ -180,16 +180,19 @@ def render_wire(group: dict[str, Any], options: Options) -> list[dict[str, Any]]
 
 def call_wire(request: dict[str, Any], options: Options) -> dict[str, Any]:
     """One request on the wire sent with this process's backend for ``options``; a call of
-    a run that stopped (``stop_calls``) ends at once, its answer unused."""
+    a run that stopped (``stop_calls`` with the request's ``run``) ends at once, its answer
+    unused."""
     rules = load_rules()
     backend = _kept_backend(options, rules)
     decoded = request_from_wire(request)
-    outcome = asyncio.run(_stoppable(_key(options), extract_one(backend, decoded, rules=rules)))
+    run = str(request.get("run", ""))
+    outcome = asyncio.run(_stoppable(run, extract_one(backend, decoded, rules=rules)))
     return outcome_to_wire(outcome or stopped(decoded))
 
 
-#: The calls running in this process (their task and its loop) by the run's options, and
-#: the options of runs that stopped: their calls end, and none starts.
+#: The calls running in this process (their task and its loop) by their run's token, and
+#: the tokens of runs that stopped: their calls end, and none starts (a worker of a
+#: long-lived Dask cluster serves later runs, whose tokens are new).
 _calls: dict[asyncio.Task[Any], tuple[asyncio.AbstractEventLoop, str]] = {}
 _stopped: set[str] = set()
 _calls_lock = threading.Lock()
@@ -215,24 +218,17 @@ async def _stoppable(key: str, work: Coroutine[Any, Any, Outcome]) -> Outcome | 
             _calls.pop(task, None)
 
 
-def stop_calls(options: Options) -> None:
-    """The run of ``options`` stopped: its calls running in this process are cancelled (the
-    request in flight is let go, no further request of a chunked session is sent), and its
-    calls not started yet end at once."""
-    key = _key(options)
+def stop_calls(run: str) -> None:
+    """The run whose requests carry the token ``run`` stopped: its calls running in this
+    process are cancelled (the request in flight is let go, no further request of a chunked
+    session is sent), and its calls not started yet end at once."""
+    key = run
     with _calls_lock:
         _stopped.add(key)
         for task, (loop, of) in _calls.items():
             if of == key:
                 with suppress(RuntimeError):  # its loop already closed
                     loop.call_soon_threadsafe(task.cancel)
-
-
-def allow_calls(options: Options) -> None:
-    """A run of ``options`` starts: its calls are sent (a stopped earlier run of the same
-    options, in a long-lived process, stopped only its own)."""
-    with _calls_lock:
-        _stopped.discard(_key(options))
 
 
 def stopped(request: Request) -> Outcome:

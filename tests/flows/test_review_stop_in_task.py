@@ -21,11 +21,23 @@ from memkiln.flows.extract import extract_store
 from memkiln.flows.ingest import ingest_archive
 from memkiln.io.jobs import Outcome
 from memkiln.io.rules import load_rules
+from memkiln.io.store import open_store
 from memkiln.llm.backends import Request
-from memkiln.llm.units import Group, Local, Ready
+from memkiln.llm.requests import build_requests
+from memkiln.llm.units import (
+    Group,
+    Local,
+    Ready,
+    call_wire,
+    close_kept_backends,
+    outcome_from_wire,
+    request_to_wire,
+    stop_calls,
+)
 from memkiln.settings import Settings
 from memkiln.transforms.states import OutcomeKind
 from tests.builders import make_archive
+from tests.fake_openai import FakeOpenAI
 
 
 class Answers:
@@ -110,3 +122,32 @@ def test_a_stop_in_a_requests_task_stops_the_run_at_once(
     assert run == [("interrupted",)]
     assert "running" not in jobs
     assert sum(jobs.values()) == 12
+
+
+def test_a_worker_that_served_a_stopped_run_serves_the_next_run_with_the_same_options(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """A long-lived Dask worker keeps what a stop told it; a later run of the same
+    settings (the next night's) must still get its answers."""
+    make_archive(tmp_path / "archive", 1)
+    settings = Settings(
+        archive=tmp_path / "archive", db=tmp_path / "m.duckdb", backfill=True,
+        min_rollout_idle_hours=0, progress=False, backend="openai",
+        base_url=fake_openai.base_url, model="gpt-4.1-mini", max_retries=0,
+    )  # type: ignore[call-arg]  # fmt: skip
+    ingest_archive(settings)
+    con = open_store(settings.db)
+    try:
+        todo = con.sql("select rollout_id from rollouts").pl()
+        (request,) = build_requests(con, todo, settings=settings, rules=load_rules())
+    finally:
+        con.close()
+    wire = request_to_wire(request)
+    try:
+        stop_calls("night-1")  # the stop of an earlier run, told to this worker
+        stopped_call = outcome_from_wire(call_wire(wire | {"run": "night-1"}, settings))
+        next_run = outcome_from_wire(call_wire(wire | {"run": "night-2"}, settings))
+    finally:
+        close_kept_backends()
+    assert stopped_call.outcome == "failed" and fake_openai.count() == 1
+    assert next_run.outcome == "succeeded" and next_run.output is not None
