@@ -26,8 +26,10 @@ Prefect's flow and tasks.
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
 import asyncio
+import concurrent.futures
 import itertools
-from contextlib import AbstractContextManager
+import uuid
+from contextlib import AbstractContextManager, suppress
 from functools import cached_property
 from typing import Any
 
@@ -41,7 +43,7 @@ from memkiln.io.artifacts import phase_of, publish
 from memkiln.io.jobs import Outcome
 from memkiln.io.lock import hold_store
 from memkiln.io.progress import Reporter
-from memkiln.io.runner import current_runner, parallelism, stopped_with
+from memkiln.io.runner import current_runner, on_workers, parallelism, stopped_with
 from memkiln.llm.backends import Request
 from memkiln.llm.units import (
     Group,
@@ -53,6 +55,7 @@ from memkiln.llm.units import (
     ready_from_wire,
     render_wire,
     request_to_wire,
+    stop_calls,
 )
 from memkiln.settings import Options, Settings
 from memkiln.transforms.summaries import ExtractSummary, extract_section, notes
@@ -94,6 +97,9 @@ class Tasks:
         self.options = options
         self.runner = current_runner()
         self._numbers = itertools.count()
+        self._calls: set[PrefectFuture[Any]] = set()  # submitted, not finished
+        #: this run's token on its requests: a stop ends the calls of this run only
+        self.run = uuid.uuid4().hex
 
     @cached_property
     def ahead(self) -> int:
@@ -106,12 +112,29 @@ class Tasks:
         return [ready_from_wire(wire) for wire in future.result()]
 
     async def call(self, request: Request) -> Outcome:
-        future = call_model_task.submit(request_to_wire(request), self.options, next(self._numbers))
-        await _finished(future)
+        wire = request_to_wire(request) | {"run": self.run}
+        future = call_model_task.submit(wire, self.options, next(self._numbers))
+        self._calls.add(future)
+        try:
+            await _finished(future)
+        finally:
+            self._calls.discard(future)
         return outcome_from_wire(await asyncio.to_thread(future.result))
 
     def running(self) -> AbstractContextManager[None]:
         return stopped_with(self.runner)
+
+    def stop(self) -> None:
+        """Calls running in this process (the thread runner) or in a Dask worker end at
+        once, sending nothing more, and those not started yet are cancelled
+        (``stop_calls``); a local Dask cluster then ends with the run (``stopped_with``)."""
+        stop_calls(self.run)
+        with suppress(Exception):  # a cluster already closing: its workers end anyway
+            on_workers(self.runner, stop_calls, self.run)  # the calls on Dask workers
+        for future in list(self._calls):
+            wrapped = getattr(future, "wrapped_future", None)
+            if isinstance(wrapped, concurrent.futures.Future):  # the thread runner's
+                wrapped.cancel()  # only one not started yet; a running one ends by itself
 
     def close(self) -> None:
         close_kept_backends()  # the call tasks' backends, when they ran in this process
@@ -127,7 +150,8 @@ async def _finished(future: PrefectFuture[Any]) -> None:
             done.set_result(None)
 
     def notify(_: PrefectFuture[Any]) -> None:  # in the thread that ended the task
-        loop.call_soon_threadsafe(settle)
+        with suppress(RuntimeError):  # the loop closed: the run stopped, nobody waits
+            loop.call_soon_threadsafe(settle)
 
     future.add_done_callback(notify)
     await done

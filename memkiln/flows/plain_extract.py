@@ -5,6 +5,7 @@ benchmarks): the recipe of ``memkiln.flows.extract``, whose flow and tasks wrap 
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
 import asyncio
+from contextlib import suppress
 
 import duckdb
 
@@ -59,8 +60,12 @@ def extract_store(
             )
             try:
                 asyncio.run(_extract(engine))
-            except BaseException:  # a stop: the record below hands back the jobs held
+            except BaseException as exc:  # a stop: the record below hands back the jobs held
+                engine.dispatch.stop()  # the calls in flight end, nothing more is sent
                 engine.fence()
+                if not isinstance(exc, duckdb.Error):  # answers that came are kept
+                    with suppress(duckdb.Error):
+                        engine.keep_finished()
                 raise
     except duckdb.Error as exc:  # the store cannot be written (a full disk, a lost mount)
         raise store_write_error(settings.db, exc) from exc

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager, suppress
+from functools import cache
 from typing import Any, Protocol, TypeVar
 
 from memkiln.errors import ConfigError
@@ -31,6 +34,13 @@ F = TypeVar("F")
 #: one per core, one thread each (Polars and DuckDB use more threads inside a task).
 LOCAL_DASK_WORKERS = max(1, min(os.cpu_count() or 1, 8))
 
+#: Task arguments Dask sends without its "large graph" warning (a chunk of 64 sessions'
+#: kept items, as Arrow IPC, was 19 MiB on the public corpus).
+LARGE_GRAPH = "4GiB"
+
+#: Seconds a Dask scheduler (``dask_address``) has to accept a connection before the run.
+PROBE_SECONDS = 10.0
+
 
 class Resolvable(Protocol):
     def result(self) -> Any: ...
@@ -41,8 +51,29 @@ def with_task_runner(flow: F, *, kind: str, address: str | None = None) -> F:
     runner, so that one changes nothing)."""
     if kind == "thread" and not address:
         return flow
+    runner = task_runner(kind, address)
+    if address:  # before any flow starts: a configuration error, not a failed run
+        check_reachable(address)
     # F is a Prefect flow; with_options returns the same flow with another runner
-    return flow.with_options(task_runner=task_runner(kind, address))  # type: ignore[attr-defined,no-any-return]
+    return flow.with_options(task_runner=runner)  # type: ignore[attr-defined,no-any-return]
+
+
+def check_reachable(address: str, *, timeout: float = PROBE_SECONDS) -> None:
+    """A ``ConfigError`` unless the Dask scheduler at ``address`` accepts a TCP connection
+    (``tcp://`` and ``tls://`` addresses; others are left to Dask)."""
+    from distributed.comm.addressing import parse_address, parse_host_port
+
+    try:
+        scheme, location = parse_address(address)
+        host, port = parse_host_port(location)
+    except ValueError as exc:
+        raise ConfigError(f"invalid Dask scheduler address {address!r}: {exc}") from None
+    if scheme not in ("tcp", "tls"):
+        return
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+    except OSError as exc:
+        raise ConfigError(f"cannot reach the Dask scheduler at {address}: {exc}") from None
 
 
 def task_runner(kind: str, address: str | None = None, *, workers: int | None = None) -> Any:
@@ -59,23 +90,85 @@ def task_runner(kind: str, address: str | None = None, *, workers: int | None = 
         from prefect_dask.task_runners import DaskTaskRunner
     except ImportError as exc:  # pragma: no cover - a dependency of memkiln
         raise ConfigError("--task-runner dask needs the prefect-dask package") from exc
+    import dask
+
+    # a chunk of sessions crosses to a worker as one task argument (Arrow IPC, tens of MB by
+    # design): not the mistake Dask's "Sending large graph" warning on stderr is about
+    dask.config.set({"distributed.admin.large-graph-warning-threshold": LARGE_GRAPH})
     if address:
         return DaskTaskRunner(address=address)
-    return DaskTaskRunner(
+    return local_dask_runner()(
         cluster_kwargs={
             "n_workers": workers or LOCAL_DASK_WORKERS,
             "threads_per_worker": 1,
             "processes": True,
             "dashboard_address": None,
+            # no dashboard, but the scheduler still serves its HTTP routes: on a free port
+            # of the loopback, not Dask's fixed 8787 (taken by a second run: a warning)
+            "scheduler_kwargs": {"dashboard_address": "127.0.0.1:0"},
         }
     )
+
+
+@cache
+def local_dask_runner() -> type[Any]:
+    """``DaskTaskRunner`` for a local cluster whose workers report their task runs to the
+    flow's own Prefect API: with Prefect's temporary server (no ``PREFECT_API_URL``), the
+    settings prefect-dask sends with each task name none, and every worker process would
+    start a temporary server of its own (which outlives it when the run is killed)."""
+    from prefect.settings import PREFECT_API_URL, temporary_settings
+    from prefect_dask.task_runners import DaskTaskRunner
+
+    class LocalDaskTaskRunner(DaskTaskRunner):
+        def submit(
+            self,
+            task: Any,
+            parameters: dict[str, Any],
+            wait_for: Any = None,
+            dependencies: Any = None,
+        ) -> Any:
+            url = temporary_api_url()
+            if url is None:
+                return super().submit(task, parameters, wait_for, dependencies)
+            with temporary_settings(updates={PREFECT_API_URL: url}):
+                return super().submit(task, parameters, wait_for, dependencies)
+
+    return LocalDaskTaskRunner
+
+
+def temporary_api_url() -> str | None:
+    """The URL of the temporary Prefect API server this process started (none when
+    ``PREFECT_API_URL`` names a server)."""
+    from prefect.settings import get_current_settings
+
+    if get_current_settings().api.url:
+        return None
+    module = sys.modules.get("prefect.server.api.server")
+    if module is None:
+        return None
+    for server in list(module.SubprocessASGIServer._instances.values()):
+        process = server.server_process
+        if process is not None and process.poll() is None:
+            return str(server.api_url)
+    return None
+
+
+def on_workers(runner: Any, function: Callable[..., object], *args: object) -> None:
+    """Run ``function(*args)`` in every worker process of a Dask ``runner`` (nothing on
+    another runner); a worker that fails or is gone is skipped."""
+    if _is_dask(runner):
+        runner.client.run(function, *args, on_error="ignore")
+
+
+def _is_dask(runner: Any) -> bool:
+    return any(c.__name__ == "DaskTaskRunner" for c in type(runner).__mro__)
 
 
 def parallelism(runner: Any) -> int:
     """How many tasks the flow keeps in flight on ``runner`` while it writes a result: one
     per Dask worker thread (so every worker is busy while the writer writes), else one (the
     next batch is prepared while the current one is written)."""
-    if type(runner).__name__ != "DaskTaskRunner":
+    if not _is_dask(runner):
         return 1
     try:
         client = runner.client  # starts the local cluster, or connects to the scheduler
@@ -133,7 +226,7 @@ def stopped_with(runner: Any) -> Iterator[None]:
 
 
 def _local_worker_pids(runner: Any) -> list[int]:
-    if type(runner).__name__ != "DaskTaskRunner" or getattr(runner, "address", None):
+    if not _is_dask(runner) or getattr(runner, "address", None):
         return []
     return [int(pid) for pid in runner.client.run(os.getpid).values()]
 

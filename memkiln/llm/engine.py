@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import math
+import signal
 import threading
 import time
 from collections import Counter, deque
@@ -33,6 +34,7 @@ import duckdb
 import polars as pl
 
 from memkiln.constants import FLUSH_OUTCOMES, FLUSH_SECONDS, PREPARE_CHUNK
+from memkiln.errors import Interrupted
 from memkiln.io.jobs import (
     Finished,
     Outcome,
@@ -47,6 +49,7 @@ from memkiln.io.jobs import (
 )
 from memkiln.io.prices import PriceBook
 from memkiln.io.progress import Reporter
+from memkiln.io.signals import stop_request
 from memkiln.io.snapshot import Publisher
 from memkiln.io.store import cursor as store_cursor
 from memkiln.io.store import now, sql
@@ -164,6 +167,11 @@ class Extraction:
         # run stops, none claims any more (``fence``)
         self.claiming = threading.Lock()
         self.fenced = False
+        # a stop request that surfaced inside a request's task (the signal's exception is
+        # raised wherever the main thread is, also in a task's step, where asyncio keeps it
+        # in the task): the sending loop is cancelled and raises it (``_stop_sending``)
+        self.stopping: Interrupted | None = None
+        self._sending: asyncio.Task[None] | None = None
 
     # -- 1. take over ------------------------------------------------------------------------
 
@@ -354,6 +362,21 @@ class Extraction:
     async def send(self, todo: pl.DataFrame) -> None:
         """Ask the backend for every session of ``todo``, at most ``concurrency`` requests
         at a time, within the budget; outcomes are written in small batches as they come."""
+        self._sending = asyncio.current_task()
+        try:
+            await self._send(todo)
+        except asyncio.CancelledError:
+            if self.stopping is not None:  # the stop, caught in a request's task
+                raise self.stopping from None
+            raise
+
+    def _stop_sending(self, stop: Interrupted) -> None:
+        if self.stopping is None:
+            self.stopping = stop
+            if self._sending is not None:
+                self._sending.cancel()
+
+    async def _send(self, todo: pl.DataFrame) -> None:
         settings, summary = self.settings, self.summary
         slots = asyncio.Semaphore(settings.concurrency)
         writer = asyncio.Lock()  # one batch of outcomes written at a time, in order
@@ -482,7 +505,15 @@ class Extraction:
             result = ready.outcome
             if result is None:
                 result = await self.dispatch.call(request)
-        except Exception as exc:  # a bug (or a lost worker) must not stop the batch: go on
+        except BaseException as exc:
+            # a cancellation is the run's own unwinding (asyncio.run ending), not a stop
+            stop = None if isinstance(exc, asyncio.CancelledError) else stop_in(exc)
+            if stop is not None:  # the process was asked to stop while this task ran
+                self._stop_sending(stop)
+                raise
+            if not isinstance(exc, Exception):
+                raise
+            # a bug (or a lost worker) must not stop the batch: go on
             result = internal_error(request, exc, rules=self.rules)
         finally:
             self.in_flight.pop(request.rollout_id, None)
@@ -532,6 +563,19 @@ class Extraction:
         await self.backend.aclose()
         await asyncio.to_thread(self.dispatch.close)
         self.record_usage()
+
+    def keep_finished(self) -> None:
+        """Write the outcomes that arrived but were still buffered when the run stopped (a
+        signal, an error), before the run hands its jobs back: an answer received (and paid
+        for) is kept, not asked for again. Called once the run's event loop has ended."""
+        batch, self.buffer = self.buffer, []
+        if not batch:
+            return
+        with store_cursor(self.con) as cur:
+            self._record(cur, batch)
+        self._count(batch)
+        self.summary.outcomes = dict(self.outcomes)
+        self.summary.sessions_failed = self._failed()
 
     def _release_unsent(self) -> int:
         with store_cursor(self.con) as cur:
@@ -608,6 +652,19 @@ class Extraction:
 
     def _failed(self) -> int:
         return sum(n for k, n in self.outcomes.items() if k.startswith(OutcomeKind.FAILED))
+
+
+def stop_in(exc: BaseException) -> Interrupted | None:
+    """The stop request behind ``exc``: a signal's ``Interrupted`` itself, one in its
+    chain (a serializer that wrapped it), or any error once a signal came (pydantic turns
+    an exception raised inside a serializer into its own, keeping only the message)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, Interrupted):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    name = stop_request(exc)
+    return None if name is None else Interrupted(signal.Signals[name], name)
 
 
 class RunStopped(Exception):

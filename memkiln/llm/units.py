@@ -24,7 +24,8 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import OrderedDict
-from contextlib import AbstractContextManager, nullcontext
+from collections.abc import Coroutine
+from contextlib import AbstractContextManager, nullcontext, suppress
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime
 from typing import Any, NamedTuple, Protocol
@@ -86,6 +87,11 @@ class Dispatch(Protocol):
 
     def running(self) -> AbstractContextManager[None]:
         """Around the sending of a run that has sessions to send (in the main thread)."""
+        ...
+
+    def stop(self) -> None:
+        """The run stopped (a signal): calls still running end now, their answers unused,
+        and none sends another request (a chunked session's merge)."""
         ...
 
     def close(self) -> None: ...
@@ -152,6 +158,9 @@ class Local:
     def running(self) -> AbstractContextManager[None]:
         return nullcontext()
 
+    def stop(self) -> None:
+        return None  # the calls ran on the run's own event loop, which cancelled them
+
     def close(self) -> None:
         return None
 
@@ -170,11 +179,71 @@ def render_wire(group: dict[str, Any], options: Options) -> list[dict[str, Any]]
 
 
 def call_wire(request: dict[str, Any], options: Options) -> dict[str, Any]:
-    """One request on the wire sent with this process's backend for ``options``."""
+    """One request on the wire sent with this process's backend for ``options``; a call of
+    a run that stopped (``stop_calls`` with the request's ``run``) ends at once, its answer
+    unused."""
     rules = load_rules()
     backend = _kept_backend(options, rules)
-    outcome = asyncio.run(extract_one(backend, request_from_wire(request), rules=rules))
-    return outcome_to_wire(outcome)
+    decoded = request_from_wire(request)
+    run = str(request.get("run", ""))
+    outcome = asyncio.run(_stoppable(run, extract_one(backend, decoded, rules=rules)))
+    return outcome_to_wire(outcome or stopped(decoded))
+
+
+#: The calls running in this process (their task and its loop) by their run's token, and
+#: the tokens of runs that stopped: their calls end, and none starts (a worker of a
+#: long-lived Dask cluster serves later runs, whose tokens are new).
+_calls: dict[asyncio.Task[Any], tuple[asyncio.AbstractEventLoop, str]] = {}
+_stopped: set[str] = set()
+_calls_lock = threading.Lock()
+
+
+async def _stoppable(key: str, work: Coroutine[Any, Any, Outcome]) -> Outcome | None:
+    """``work``'s outcome, or None when its run stopped before or while it ran."""
+    task = asyncio.current_task()
+    assert task is not None, "a call runs as a task"
+    with _calls_lock:
+        if key in _stopped:
+            work.close()
+            return None
+        _calls[task] = (asyncio.get_running_loop(), key)
+    try:
+        return await work
+    except asyncio.CancelledError:
+        if key not in _stopped:
+            raise
+        return None
+    finally:
+        with _calls_lock:
+            _calls.pop(task, None)
+
+
+def stop_calls(run: str) -> None:
+    """The run whose requests carry the token ``run`` stopped: its calls running in this
+    process are cancelled (the request in flight is let go, no further request of a chunked
+    session is sent), and its calls not started yet end at once."""
+    key = run
+    with _calls_lock:
+        _stopped.add(key)
+        for task, (loop, of) in _calls.items():
+            if of == key:
+                with suppress(RuntimeError):  # its loop already closed
+                    loop.call_soon_threadsafe(task.cancel)
+
+
+def stopped(request: Request) -> Outcome:
+    """The outcome of a call ended by its run's stop (never recorded: the run has stopped)."""
+    return Outcome(
+        request.rollout_id,
+        OutcomeKind.FAILED,
+        reason=FailureReason.INTERNAL_ERROR,
+        detail="the run stopped before the answer came",
+        input_hash=request.input_hash,
+    )
+
+
+def _key(options: Options) -> str:
+    return repr(sorted(dict(options).items()))
 
 
 _backends: OrderedDict[str, Backend] = OrderedDict()
@@ -184,7 +253,7 @@ _backends_lock = threading.Lock()
 def _kept_backend(options: Options, rules: RuleSet) -> Backend:
     """The model backend of ``options`` in this process, built once (its client and threads
     serve every call of the run)."""
-    key = repr(sorted(dict(options).items()))
+    key = _key(options)
     with _backends_lock:
         backend = _backends.get(key)
         if backend is None:

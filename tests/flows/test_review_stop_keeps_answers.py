@@ -1,0 +1,74 @@
+"""A run that stops (a signal, or an error in its rendering) keeps the outcomes that had
+already arrived: they are written before the run hands its jobs back, instead of being
+dropped from the write buffer and asked for again (a model's answers are paid for)."""
+
+from __future__ import annotations
+
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from memkiln.flows.extract import extract_store
+from memkiln.flows.ingest import ingest_archive
+from memkiln.io.jobs import Outcome
+from memkiln.io.rules import load_rules
+from memkiln.llm.backends import HeuristicBackend, Request
+from memkiln.llm.units import Group, Local, Ready
+from memkiln.settings import Settings
+from tests.builders import make_archive
+
+
+class StopsAtSecondChunk:
+    """The run's own work in process, with a stop (Ctrl-C) while the second chunk of
+    sessions is prepared, once the first chunk's outcomes have arrived."""
+
+    ahead = 1
+
+    def __init__(self, settings: Settings) -> None:
+        rules = load_rules()
+        self.local = Local(HeuristicBackend(rules=rules), settings=settings, rules=rules)
+        self.rendered = 0
+
+    def render(self, group: Group) -> list[Ready]:
+        self.rendered += 1
+        if self.rendered == 2:
+            raise KeyboardInterrupt
+        return self.local.render(group)
+
+    async def call(self, request: Request) -> Outcome:
+        return await self.local.call(request)
+
+    def running(self) -> AbstractContextManager[None]:
+        return self.local.running()
+
+    def stop(self) -> None:
+        self.local.stop()
+
+    def close(self) -> None:
+        self.local.close()
+
+
+def test_outcomes_that_arrived_before_a_stop_are_written_and_the_rest_handed_back(
+    tmp_path: Path,
+) -> None:
+    make_archive(tmp_path / "archive", 20)
+    settings = Settings(
+        archive=tmp_path / "archive", db=tmp_path / "m.duckdb", backfill=True,
+        min_rollout_idle_hours=0, progress=False, concurrency=4,
+    )  # type: ignore[call-arg]  # fmt: skip
+    ingest_archive(settings)
+    dispatch = StopsAtSecondChunk(settings)
+    with pytest.raises(KeyboardInterrupt):
+        extract_store(settings, dispatch=dispatch)
+    assert dispatch.rendered == 2
+    with duckdb.connect(str(settings.db), read_only=True) as con:
+        jobs = dict(con.execute("select status, count(*) from stage1_jobs group by all").fetchall())
+        attempts = con.execute("select outcome, count(*) from stage1_attempts group by all")
+        outcomes = dict(attempts.fetchall())
+        run = con.execute("select status from runs where command = 'extract'").fetchall()
+    # the first chunk (--concurrency sessions) was extracted: all four outcomes are kept
+    assert outcomes == {"succeeded": 4}
+    assert jobs == {"succeeded": 4, "pending": 16}
+    assert run == [("interrupted",)]
