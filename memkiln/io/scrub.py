@@ -24,8 +24,14 @@ __all__ = ["CHUNK_BYTES", "redact_chunks", "redact_streams"]
 CHUNK_BYTES = 8 << 20
 
 
+#: The longest key block kept whole across two pieces (an RSA-8192 PEM is under 7 KB); a
+#: ``-----BEGIN`` line further back, never ended, does not hold the pieces back.
+KEY_BLOCK_BYTES = 64 * 1024
+
+
 def _chunks(stream: BinaryIO, size: int) -> Iterator[bytes]:
-    """Pieces of ``stream`` of about ``size`` bytes that end at a line break (or the end)."""
+    """Pieces of ``stream`` of about ``size`` bytes that end at a line break (or the end),
+    never inside a ``-----BEGIN … -----END`` block."""
     rest = b""
     while True:
         block = stream.read(size)
@@ -37,6 +43,11 @@ def _chunks(stream: BinaryIO, size: int) -> Iterator[bytes]:
         cut = data.rfind(b"\n\n")  # between paragraphs: never inside a key block
         if cut < len(data) // 2:
             cut = data.rfind(b"\n")
+        begin = data.rfind(b"-----BEGIN", max(0, cut + 1 - KEY_BLOCK_BYTES), cut + 1)
+        if begin >= 0 and data.find(b"-----END", begin, cut + 1) < 0:
+            # a key block would be cut in two (a log with no blank line near): the piece ends
+            # before the block, which goes whole into the next one
+            cut = data.rfind(b"\n", 0, begin)
         if cut < 0:
             rest = data
             continue
