@@ -335,6 +335,8 @@ def extract(
     as_json: JsonOpt = False,
     progress: ProgressOpt = None,
     prefect: PrefectOpt = None,
+    task_runner: RunnerOpt = None,
+    dask_address: DaskOpt = None,
     config: ConfigOpt = None,
 ) -> int:
     """Phase 1: extract a memory from every eligible session whose output is not up to date.
@@ -351,7 +353,7 @@ def extract(
         if settings.prefect:
             from memkiln.flows.extract import extract_flow
 
-            return extract_flow(_options(settings))
+            return _on_runner(extract_flow, settings)(_options(settings))
         from memkiln.flows.plain_extract import extract_store
         from memkiln.io.progress import Reporter
 
@@ -464,6 +466,8 @@ def backfill(
     as_json: JsonOpt = False,
     progress: ProgressOpt = None,
     prefect: PrefectOpt = None,
+    task_runner: RunnerOpt = None,
+    dask_address: DaskOpt = None,
     config: ConfigOpt = None,
 ) -> int:
     """Backfill years of history: ingest, extract every eligible session whose dates fall in
@@ -489,7 +493,7 @@ def backfill(
         if settings.prefect:
             from memkiln.flows.backfill import backfill_flow
 
-            return backfill_flow(_options(settings))
+            return _on_runner(backfill_flow, settings)(_options(settings))
         from memkiln.flows.plain_backfill import backfill_job
 
         return backfill_job(settings)

@@ -53,11 +53,6 @@ def test_run_with_an_unreachable_dask_scheduler_is_one_line_and_exit_2_before_an
             assert con.execute("select count(*) from runs").fetchall() == [(0,)]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: cli.extract and cli.backfill call their flows without _on_runner and "
-    "have no --task-runner/--dask-address: the task_runner setting is ignored",
-)
 @pytest.mark.parametrize("command", ["extract", "backfill"])
 def test_extract_and_backfill_run_their_tasks_on_the_configured_task_runner(
     command: str, sample_archive: Path, tmp_path: Path
