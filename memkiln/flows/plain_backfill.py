@@ -50,6 +50,10 @@ class BackfillSummary:
             for key, n in batch.outcomes.items():
                 total.outcomes[key] = total.outcomes.get(key, 0) + n
             total.sessions_failed += batch.sessions_failed
+            total.sessions_chunked += batch.sessions_chunked
+            total.chunk_requests += batch.chunk_requests
+            total.merge_requests += batch.merge_requests
+            total.chunks_cut += batch.chunks_cut
         if self.batches:
             last = self.batches[-1]
             total.considered, total.decisions = last.considered, dict(last.decisions)

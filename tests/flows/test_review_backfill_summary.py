@@ -4,8 +4,6 @@ sent in chunks, their chunk and merge requests and the messages cut count as the
 
 from __future__ import annotations
 
-import pytest
-
 from memkiln.flows.backfill import BackfillSummary
 from memkiln.transforms.summaries import ExtractSummary, extract_section
 
@@ -21,11 +19,6 @@ def test_the_batches_requests_add_up() -> None:
     assert (total.taken, total.requests) == (6, 14)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="review: BackfillSummary.extract adds up neither sessions_chunked, chunk_requests, "
-    "merge_requests nor chunks_cut (memkiln/flows/backfill.py)",
-)
 def test_the_batches_chunked_sessions_and_messages_cut_add_up_and_are_shown() -> None:
     total = BackfillSummary(batches=[batch(1), batch(2)]).extract
     counts = (total.sessions_chunked, total.chunk_requests, total.merge_requests, total.chunks_cut)
