@@ -865,7 +865,8 @@ def redact(
 
     missing = [p for p in files or [] if str(p) != "-" and not p.is_file()]
     if missing:
-        raise typer.BadParameter(f"no such file: {missing[0]}", param_hint="FILE")
+        what = "a folder, not a file" if missing[0].is_dir() else "no such file"
+        raise typer.BadParameter(f"{what}: {missing[0]}", param_hint="FILE")
     hits = redact_streams(
         files or [], stdin=sys.stdin.buffer, stdout=sys.stdout.buffer, rules=load_rules()
     )

@@ -60,3 +60,9 @@ def test_a_missing_file_is_a_usage_error(tmp_path: Path) -> None:
     done = memkiln("redact", str(tmp_path / "nope.log"))
     assert done.returncode == 2
     assert b"no such file" in done.stderr
+
+
+def test_a_folder_is_a_usage_error_that_says_it_is_a_folder(tmp_path: Path) -> None:
+    done = memkiln("redact", str(tmp_path))
+    assert done.returncode == 2
+    assert b"a folder, not a file" in done.stderr and b"no such file" not in done.stderr
