@@ -32,6 +32,7 @@ from memkiln.io.prices import PriceBook
 from memkiln.io.store import now
 from memkiln.settings import Settings, openai_api_key
 from memkiln.transforms.chunks import Chunk, merge_groups, partial_block
+from memkiln.transforms.estimate import CONSOLIDATION_MIN_OUTPUT, consolidation_output_tokens
 from memkiln.transforms.heuristic import RolloutFacts, extract_heuristic
 from memkiln.transforms.prompts import (
     ConsolidationInput,
@@ -646,10 +647,15 @@ class OpenAIBackend:
 
     async def consolidate(self, prompt: ConsolidationInput) -> ConsolidationResult:
         """One structured call for a project's MEMORY.md, memory_summary.md and skills."""
-        needed = count_tokens(prompt.system) + count_tokens(prompt.user) + 16_000
-        if self.context_window and needed > self.context_window:
+        tokens_in = count_tokens(prompt.system) + count_tokens(prompt.user)
+        # the window left after the input, up to 16,000: a small window's model gets what fits
+        tokens_out = consolidation_output_tokens(tokens_in, self.context_window)
+        if tokens_out is None:
+            needed = tokens_in + CONSOLIDATION_MIN_OUTPUT
             return ConsolidationResult(
-                None, FailureReason.CONTEXT_OVERFLOW, f"{needed} tokens needed"
+                None,
+                FailureReason.CONTEXT_OVERFLOW,
+                f"{needed} tokens needed, window {self.context_window}",
             )
         schema = strict_schema(ConsolidationOutput)
 
@@ -660,7 +666,7 @@ class OpenAIBackend:
                     {"role": "system", "content": prompt.system},
                     {"role": "user", "content": prompt.user},
                 ],
-                max_completion_tokens=16_000,
+                max_completion_tokens=tokens_out,
                 response_format={
                     "type": "json_schema",
                     "json_schema": {"name": "consolidation", "schema": schema, "strict": True},

@@ -17,6 +17,9 @@ CHAT_OVERHEAD_TOKENS = 9
 DEFAULT_STAGE_ONE_OUTPUT_TOKENS = 700
 #: Output tokens a phase-2 answer may use.
 CONSOLIDATION_MAX_OUTPUT = 16_000
+#: The fewest output tokens a phase-2 request is sent with: a smaller context window leaves a
+#: project's request failed with ``context_overflow``.
+CONSOLIDATION_MIN_OUTPUT = 2_000
 #: A phase-2 answer's output tokens when no earlier answer of the model is known.
 DEFAULT_CONSOLIDATION_OUTPUT_TOKENS = 3_000
 
@@ -136,3 +139,13 @@ def estimate_section(estimate: Estimate) -> Section:
         ("cost USD, total", format_cost(estimate.cost_usd)),
     ]
     return ("memkiln dry run (no model called)", rows)
+
+
+def consolidation_output_tokens(input_tokens: int, context_window: int | None) -> int | None:
+    """The output tokens a phase-2 request may ask for: what the window leaves after the
+    input, at most ``CONSOLIDATION_MAX_OUTPUT``; None when that is under
+    ``CONSOLIDATION_MIN_OUTPUT`` (the request does not fit)."""
+    if not context_window:
+        return CONSOLIDATION_MAX_OUTPUT
+    room = min(CONSOLIDATION_MAX_OUTPUT, context_window - input_tokens)
+    return room if room >= CONSOLIDATION_MIN_OUTPUT else None
