@@ -11,7 +11,14 @@ import pytest
 
 from memkiln.transforms.estimate import CONSOLIDATION_MAX_OUTPUT, consolidation_output_tokens
 from tests.fake_openai import FakeOpenAI
-from tests.flows.test_consolidate import T0, add_session, route_model, run_all, settings
+from tests.flows.test_consolidate import (
+    T0,
+    add_session,
+    folders,
+    route_model,
+    run_all,
+    settings,
+)
 
 
 def consolidation_requests(fake: FakeOpenAI) -> list[dict]:
@@ -42,7 +49,8 @@ def test_a_small_window_gets_a_consolidation_that_fits_it(
     asked = body["max_completion_tokens"]
     assert 2_000 <= asked < window <= CONSOLIDATION_MAX_OUTPUT
     assert statuses(s.db) == [("succeeded", None)]
-    assert (next(s.out.iterdir()) / "MEMORY.md").is_file()
+    [folder] = folders(s.out)
+    assert (folder / "MEMORY.md").is_file()
 
 
 def test_output_tokens_are_what_the_window_leaves_and_none_below_the_minimum() -> None:
