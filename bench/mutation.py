@@ -39,7 +39,17 @@ EQUIVALENT = REPO / "bench" / "mutation-equivalent.txt"
 MODULES: dict[str, tuple[str, list[str]]] = {
     "redact": (
         "memkiln/transforms/redact.py",
-        ["tests/transforms/test_redact.py", "tests/transforms/test_redact_mutants.py"],
+        [
+            "tests/transforms/test_redact.py",
+            "tests/transforms/test_redact_mutants.py",
+            # the engine's line flags, hits counted while redacting, the maintained rule
+            # source and the key-word rule, and the line pass that calls them
+            "tests/transforms/test_redact_engine.py",
+            "tests/transforms/test_redact_counted.py",
+            "tests/transforms/test_redact_source.py",
+            "tests/transforms/test_redact_context.py",
+            "tests/transforms/test_lines.py",
+        ],
     ),
     "filtering": (
         "memkiln/transforms/filtering.py",
