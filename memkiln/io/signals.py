@@ -126,5 +126,9 @@ def exit_now(exc: Interrupted, message: str) -> None:
 
 
 def stopped_line(exc: Interrupted) -> str:
-    """The one line the CLI prints for a run stopped by a signal."""
+    """The one line the CLI prints for a run stopped by a signal (before it recorded a run,
+    for instance while Prefect's temporary server was starting, nothing was done)."""
+    store = sys.modules.get("memkiln.io.store")
+    if store is None or not store.runs_started():
+        return f"error: {exc} before the run started: nothing was done"
     return f"error: {exc}: the run was stopped and its record closed as 'interrupted'"

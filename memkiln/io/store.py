@@ -69,6 +69,13 @@ RUN_COUNTERS = (
 _RUN_LINKS: ContextVar[tuple[str | None, str | None]] = ContextVar(
     "memkiln_run_links", default=(None, None)
 )
+#: The runs this process recorded (``start_run``): a stop before the first one changed nothing.
+_STARTED: list[str] = []
+
+
+def runs_started() -> int:
+    """How many run records this process has opened."""
+    return len(_STARTED)
 
 
 def _sql_dir(kind: str) -> resources.abc.Traversable:
@@ -242,6 +249,7 @@ def start_run(con: duckdb.DuckDBPyConnection, *, command: str, archive: str | No
     as ``abandoned`` here.
     """
     run_id = uuid.uuid4().hex
+    _STARTED.append(run_id)
     parent, flow_run = _RUN_LINKS.get()
     con.execute(
         sql("close_abandoned_runs"), {"run_id": run_id, "parent_run_id": parent, "at": now()}
