@@ -10,7 +10,6 @@ PydanticSerializationError: ... Interrupted: interrupted by SIGTERM``."""
 from __future__ import annotations
 
 import signal
-from contextlib import AbstractContextManager
 from pathlib import Path
 
 import duckdb
@@ -25,9 +24,7 @@ from memkiln.io.store import open_store
 from memkiln.llm.backends import Request
 from memkiln.llm.requests import build_requests
 from memkiln.llm.units import (
-    Group,
     Local,
-    Ready,
     call_wire,
     close_kept_backends,
     outcome_from_wire,
@@ -58,34 +55,19 @@ class Answers:
         return None
 
 
-class StopInThirdCall:
+class StopInThirdCall(Local):
     """The run's work in process; the third call is where the stop request lands."""
 
-    ahead = 1
-
     def __init__(self, settings: Settings, stop: BaseException) -> None:
-        rules = load_rules()
-        self.local = Local(Answers(), settings=settings, rules=rules)
+        super().__init__(Answers(), settings=settings, rules=load_rules())
         self.stop_with = stop
         self.calls = 0
-
-    def render(self, group: Group) -> list[Ready]:
-        return self.local.render(group)
 
     async def call(self, request: Request) -> Outcome:
         self.calls += 1
         if self.calls == 3:
             raise self.stop_with
-        return await self.local.call(request)
-
-    def running(self) -> AbstractContextManager[None]:
-        return self.local.running()
-
-    def stop(self) -> None:
-        self.local.stop()
-
-    def close(self) -> None:
-        self.local.close()
+        return await super().call(request)
 
 
 def wrapped() -> BaseException:

@@ -4,7 +4,6 @@ dropped from the write buffer and asked for again (a model's answers are paid fo
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
 from pathlib import Path
 
 import duckdb
@@ -12,42 +11,27 @@ import pytest
 
 from memkiln.flows.extract import extract_store
 from memkiln.flows.ingest import ingest_archive
-from memkiln.io.jobs import Outcome
 from memkiln.io.rules import load_rules
-from memkiln.llm.backends import HeuristicBackend, Request
+from memkiln.llm.backends import HeuristicBackend
 from memkiln.llm.units import Group, Local, Ready
 from memkiln.settings import Settings
 from tests.builders import make_archive
 
 
-class StopsAtSecondChunk:
+class StopsAtSecondChunk(Local):
     """The run's own work in process, with a stop (Ctrl-C) while the second chunk of
     sessions is prepared, once the first chunk's outcomes have arrived."""
 
-    ahead = 1
-
     def __init__(self, settings: Settings) -> None:
         rules = load_rules()
-        self.local = Local(HeuristicBackend(rules=rules), settings=settings, rules=rules)
+        super().__init__(HeuristicBackend(rules=rules), settings=settings, rules=rules)
         self.rendered = 0
 
     def render(self, group: Group) -> list[Ready]:
         self.rendered += 1
         if self.rendered == 2:
             raise KeyboardInterrupt
-        return self.local.render(group)
-
-    async def call(self, request: Request) -> Outcome:
-        return await self.local.call(request)
-
-    def running(self) -> AbstractContextManager[None]:
-        return self.local.running()
-
-    def stop(self) -> None:
-        self.local.stop()
-
-    def close(self) -> None:
-        self.local.close()
+        return super().render(group)
 
 
 def test_outcomes_that_arrived_before_a_stop_are_written_and_the_rest_handed_back(
