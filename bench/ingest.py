@@ -40,6 +40,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from synth import MIB, ensure_archive
 
 HERE = Path(__file__).resolve().parent
+#: Polars' allocator setting as given to this script: importing Polars here writes its own into
+#: the environment, which children must not inherit (see ``child``).
+ALLOCATOR_ENV = "_RJEM_MALLOC_CONF"
+GIVEN_ALLOCATOR = os.environ.get(ALLOCATOR_ENV)
 TARGET_VS_BASELINE = 20.0
 TARGET_VS_REFERENCE = 0.25
 RSS_LIMIT_MB = 1536
@@ -328,9 +332,24 @@ def phase_reference(archive: Path) -> dict:  # type: ignore[type-arg]
     }
 
 
+def console_script_defaults() -> str:
+    """Give this process what the console script gives its own before Polars loads (the new
+    code's ``allocator_defaults``; older code had none): the phase runs as ``memkiln`` would.
+    Returns Polars' allocator setting in force ("default" when there is none)."""
+    try:
+        from memkiln.cli import allocator_defaults
+    except ImportError:
+        pass
+    else:
+        allocator_defaults()
+    return os.environ.get(ALLOCATOR_ENV) or "Polars' own"
+
+
 def run_phase(args: argparse.Namespace) -> int:
     if args.phase == "memkiln":
+        allocator = console_script_defaults()
         out = phase_memkiln(args.archive, args.db)
+        out["allocator"] = allocator
     elif args.phase == "baseline":
         out = phase_baseline(args.archive, args.baseline_mb)
     else:
@@ -346,6 +365,9 @@ def child(phase: str, archive: Path, *, code: Path | None = None, **extra: objec
     for key, value in extra.items():
         cmd += [f"--{key.replace('_', '-')}", str(value)]
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_")}
+    env.pop(ALLOCATOR_ENV, None)
+    if GIVEN_ALLOCATOR is not None:
+        env[ALLOCATOR_ENV] = GIVEN_ALLOCATOR
     # the new code is this checkout's (not whichever memkiln the interpreter has installed)
     env["PYTHONPATH"] = str(code if code is not None else HERE.parent)
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
@@ -562,7 +584,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"quarantined, {m['hits']} secrets redacted, DB {m['db_mb']:.0f} MB, "
                 f"batch {m['batch_mb']:.0f} MB, "
                 f"times {', '.join(f'{s:.1f}' for s in m['seconds_all'])} s (fastest reported), "
-                f"CPU {m['cpu_seconds']:.1f} s"
+                f"CPU {m['cpu_seconds']:.1f} s, Polars allocator {m.get('allocator', '?')}"
             )
     if f"reference {max(sizes)}" in results:
         ref_threads = results[f"reference {max(sizes)}"]["threads"]

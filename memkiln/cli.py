@@ -204,6 +204,15 @@ def _prefect_defaults() -> None:
         Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)
 
 
+def allocator_defaults() -> None:
+    """Polars' allocator setting for a memkiln process (``POLARS_ALLOCATOR_CONF``), before
+    anything imports Polars, whose allocator reads it once, when loaded; a value already in the
+    environment is kept. Worker processes started later inherit it."""
+    from memkiln.constants import POLARS_ALLOCATOR_CONF, POLARS_ALLOCATOR_ENV
+
+    os.environ.setdefault(POLARS_ALLOCATOR_ENV, POLARS_ALLOCATOR_CONF)
+
+
 def _prefect_environment() -> None:
     """Make sure Prefect's home exists (Prefect creates it without parents, and fails), and
     that a temporary API server this run starts ends with it, even when it is killed."""
@@ -946,6 +955,7 @@ def run_cli(args: Sequence[str] | None = None) -> int:
     from memkiln.io.signals import interruptible, stopped_line
 
     _prefect_defaults()
+    allocator_defaults()
     command = typer.main.get_command(app)
     try:
         with interruptible(on_hard_exit=stop_ephemeral_server):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 #: Output tokens a stage-one answer may use (the default of the ``max_output_tokens``
 #: setting; kept here so that loading the settings does not load the prompt templates).
 STAGE_ONE_MAX_OUTPUT_TOKENS = 4000
@@ -22,6 +24,19 @@ SEGMENT_BYTES = 16 * 1024 * 1024
 #: DuckDB's memory limit during an ingest: the rows of a large batch wait in its transaction,
 #: and past this DuckDB writes them to the database file instead of holding them.
 INGEST_DUCKDB_MEMORY = "256MB"
+
+#: Polars' engine for the queries of an ingest batch: its frames are batch-sized, and the
+#: streaming engine (Polars' default) cost ~15% more CPU on them in its set-up and threads than
+#: the in-memory one (bench/RESULTS.md, "ingest CPU, session 15").
+POLARS_ENGINE: Final = "in-memory"
+
+#: Polars' allocator (jemalloc, configured by this variable when Polars is loaded) keeps the
+#: pages it frees for about 10 s before giving them back to the kernel, instead of giving them
+#: back as soon as they age out of its first cache: ingest frees and allocates batch-sized
+#: buffers all the time, and getting fresh pages from the kernel cost it about 7% of its CPU
+#: (bench/RESULTS.md, "ingest CPU, session 15"). The console script sets it unless it is set.
+POLARS_ALLOCATOR_ENV = "_RJEM_MALLOC_CONF"
+POLARS_ALLOCATOR_CONF = "dirty_decay_ms:10000,muzzy_decay_ms:10000"
 
 #: Characters of a bad line kept, redacted, in the quarantine table.
 QUARANTINE_EXCERPT_CHARS = 200

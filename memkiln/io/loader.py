@@ -19,7 +19,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from memkiln.constants import QUARANTINE_EXCERPT_CHARS, SEGMENT_BYTES
+from memkiln.constants import POLARS_ENGINE, QUARANTINE_EXCERPT_CHARS, SEGMENT_BYTES
 from memkiln.io.archive import FileBytes, FileStat, content_hash, path_key, read_file
 from memkiln.io.rules import load_rules
 from memkiln.io.store import execute, fetch_pl, now, sql, transaction
@@ -311,7 +311,9 @@ def write_batch(
     held = held.join(gone.select("holder"), on="holder", how="anti").drop("holder_path")
     rollouts, quarantine, dup = settle_duplicates(rollouts, quarantine, held)
     items = number_items(items, rollouts)
-    tool_calls = build_tool_calls(items.lazy(), result_errors=norm.result_errors.lazy()).collect()
+    tool_calls = build_tool_calls(items.lazy(), result_errors=norm.result_errors.lazy()).collect(
+        engine=POLARS_ENGINE
+    )
 
     # 7. file statuses
     files = file_statuses(files, per_file, rollouts, dup)
@@ -415,16 +417,16 @@ def normalize_lines(
         hits.update(part_hits)
         bads.append(bad)
         counts.append(n_lines)
-        votes.append(format_votes(fields.lazy()).collect())
+        votes.append(format_votes(fields.lazy()).collect(engine=POLARS_ENGINE))
         errors.append(_result_errors(fields))
         if len(parts) == 1:
             whole = fields
         else:
-            narrow.append(rollout_fields(fields.lazy()).collect())
+            narrow.append(rollout_fields(fields.lazy()).collect(engine=POLARS_ENGINE))
         del fields
         goods.append(good)
     del lines
-    formats = formats_from_votes(pl.concat(votes).lazy()).collect()
+    formats = formats_from_votes(pl.concat(votes).lazy()).collect(engine=POLARS_ENGINE)
 
     # 5. normalize into items (part by part) and rollouts
     pieces: list[pl.DataFrame] = []
@@ -435,9 +437,13 @@ def normalize_lines(
         whole = None
         pieces.append(_items_of(con, fields, part, formats, rules=rules))
         if len(parts) == 1:
-            narrow.append(rollout_fields(fields.lazy()).collect())
+            narrow.append(rollout_fields(fields.lazy()).collect(engine=POLARS_ENGINE))
         del fields, part
-    items = fill_timestamps(pl.concat(pieces).lazy()).collect() if pieces else _no_items()
+    items = (
+        fill_timestamps(pl.concat(pieces).lazy()).collect(engine=POLARS_ENGINE)
+        if pieces
+        else _no_items()
+    )
     del pieces
     quarantine = pl.concat(bads, how="vertical_relaxed")
     n_lines = pl.concat(counts).group_by("fid").agg(pl.col("n_lines").sum())
@@ -458,7 +464,7 @@ def normalize_lines(
             per_file.filter(pl.col("format").is_not_null()).lazy(),
         ),
         rules=rules,
-    ).collect()
+    ).collect(engine=POLARS_ENGINE)
     return Normalized(
         items, rollouts, quarantine, per_file, dict(hits), result_errors=pl.concat(errors)
     )
@@ -508,7 +514,7 @@ def _clean_and_classify(
         )
     classified = classify_lines(
         cleaned.lazy().join(validity.lazy(), on=["fid", "line_no"], how="left")
-    ).collect()
+    ).collect(engine=POLARS_ENGINE)
     del cleaned, validity
     is_good = pl.col("reason").is_null()
     good = classified.filter(is_good).select("fid", "line_no", "line", "omitted_bytes", "key_words")
@@ -556,7 +562,10 @@ def _items_of(
     fields = fields.join(formats, on="fid", how="left").join(good, on=["fid", "line_no"])
     fields = _strip_payloads(con, fields)
     con.register(
-        "batch_content", content_arrays(fields.lazy()).collect().to_arrow(compat_level=ARROW_OUT)
+        "batch_content",
+        content_arrays(fields.lazy())
+        .collect(engine=POLARS_ENGINE)
+        .to_arrow(compat_level=ARROW_OUT),
     )
     try:
         blocks = fetch_pl(con, sql("extract_content_blocks"))
@@ -568,13 +577,17 @@ def _items_of(
         how="left",
         maintain_order="left",
     )
-    return redact_items(items, rules=rules, key_words="key_words").drop("key_words").collect()
+    return (
+        redact_items(items, rules=rules, key_words="key_words")
+        .drop("key_words")
+        .collect(engine=POLARS_ENGINE)
+    )
 
 
 def _strip_payloads(con: duckdb.DuckDBPyConnection, fields: pl.DataFrame) -> pl.DataFrame:
     """``fields`` with each ``line`` cut of the fields its item holds as text, so that
     ``payload_json`` does not store a tool output (or a message) a second time."""
-    paths = payload_text_paths(fields.lazy()).collect()
+    paths = payload_text_paths(fields.lazy()).collect(engine=POLARS_ENGINE)
     con.register(
         "batch_payloads",
         pl.DataFrame([fields["line"], paths["text_path"], paths["text_path2"]]).to_arrow(
@@ -612,12 +625,15 @@ def parse_lines(
     """Parse JSON-object lines (``fid, line_no, line, omitted_bytes``) into line fields,
     content blocks and per-file formats, with DuckDB's JSON reader."""
     fields = line_fields(con, good)
-    formats = detect_formats(fields.lazy()).collect()
+    formats = detect_formats(fields.lazy()).collect(engine=POLARS_ENGINE)
     fields = fields.join(formats, on="fid", how="left").join(
         good.select("fid", "line_no", "line", "omitted_bytes"), on=["fid", "line_no"]
     )
     con.register(
-        "batch_content", content_arrays(fields.lazy()).collect().to_arrow(compat_level=ARROW_OUT)
+        "batch_content",
+        content_arrays(fields.lazy())
+        .collect(engine=POLARS_ENGINE)
+        .to_arrow(compat_level=ARROW_OUT),
     )
     try:
         blocks = fetch_pl(con, sql("extract_content_blocks"))

@@ -90,17 +90,44 @@ def publish(con: duckdb.DuckDBPyConnection) -> float:
     return time.monotonic() - started
 
 
+#: What a file system or kernel answers when it cannot share blocks or copy in the kernel.
+_CANNOT = (errno.EOPNOTSUPP, errno.EXDEV, errno.EINVAL, errno.ENOTTY, errno.ENOSYS)
+
+
 def _copy(source: Path, dest: Path) -> None:
     """``dest`` made a copy of ``source``: shared blocks where the file system can, else a copy
-    made by the kernel."""
+    made by the kernel (``copy_file_range``: the bytes never pass through this process), else
+    a plain read and write."""
     with open(source, "rb") as src, open(dest, "wb") as dst:
         try:
             fcntl.ioctl(dst.fileno(), _FICLONE, src.fileno())
             return
         except OSError as exc:
-            if exc.errno not in (errno.EOPNOTSUPP, errno.EXDEV, errno.EINVAL, errno.ENOTTY):
+            if exc.errno not in _CANNOT:
                 raise
+        if _kernel_copy(src.fileno(), dst.fileno()):
+            return
         shutil.copyfileobj(src, dst, length=8 * 1024 * 1024)
+
+
+def _kernel_copy(src: int, dst: int) -> bool:
+    """Copy the whole of ``src`` into the empty ``dst`` with ``copy_file_range``; False when
+    the kernel cannot (nothing was copied then)."""
+    if not hasattr(os, "copy_file_range"):  # Linux and FreeBSD only
+        return False
+    size = os.fstat(src).st_size
+    done = 0
+    while done < size:
+        try:
+            n = os.copy_file_range(src, dst, size - done)
+        except OSError as exc:
+            if done == 0 and exc.errno in _CANNOT:
+                return False
+            raise
+        if n == 0:  # the file ended early: nothing more to copy
+            break
+        done += n
+    return True
 
 
 class Publisher:

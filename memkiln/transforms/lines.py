@@ -15,7 +15,7 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from memkiln.constants import BLOB_MIN_CHARS, QUARANTINE_EXCERPT_CHARS
+from memkiln.constants import BLOB_MIN_CHARS, POLARS_ENGINE, QUARANTINE_EXCERPT_CHARS
 from memkiln.transforms.redact import (
     RuleSet,
     redact_counted_series,
@@ -180,7 +180,7 @@ def clean_lines_counted(
 ) -> tuple[pl.DataFrame, dict[str, int]]:
     """:func:`clean_lines` without ``secrets_in``, and the hits per rule of the redaction (as
     ``rule_hit_counts`` of ``secrets_in`` gives them), counted while redacting."""
-    cleaned = _without_blobs(lines.lazy(), rules=rules).collect()
+    cleaned = _without_blobs(lines.lazy(), rules=rules).collect(engine=POLARS_ENGINE)
     text, flags, hits = redact_counted_series(cleaned["decoded"], rules=rules, unescape=False)
     cleaned = cleaned.with_columns(line=text.rename("line"), key_words=flags.rename("key_words"))
     return cleaned.drop("decoded"), hits

@@ -139,3 +139,44 @@ def test_a_copy_waits_for_the_threads_using_the_store_and_is_skipped_while_one_i
         assert publisher.maybe() is False  # not due again yet
     finally:
         con.close()
+
+
+@pytest.mark.parametrize("kernel", ["copy_file_range", "read and write"])
+def test_the_readers_copy_holds_every_byte_whichever_way_it_is_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kernel: str
+) -> None:
+    from memkiln.io import snapshot
+
+    source = tmp_path / "store.bin"
+    data = os.urandom(3 * 1024 * 1024 + 17)  # not a multiple of any buffer size
+    source.write_bytes(data)
+    if kernel != "copy_file_range":
+
+        def refuse(*_: object) -> int:
+            raise OSError(38, "Function not implemented")  # ENOSYS: an old kernel
+
+        monkeypatch.setattr(os, "copy_file_range", refuse, raising=False)
+    dest = tmp_path / "copy.bin"
+    snapshot._copy(source, dest)
+    assert dest.read_bytes() == data
+
+
+def test_a_kernel_copy_that_fails_midway_is_an_error_not_a_short_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memkiln.io import snapshot
+
+    source = tmp_path / "store.bin"
+    source.write_bytes(b"x" * 4096)
+    real = os.copy_file_range
+    calls = []
+
+    def fail_second(src: int, dst: int, count: int, *rest: object) -> int:
+        calls.append(count)
+        if len(calls) > 1:
+            raise OSError(28, "No space left on device")
+        return real(src, dst, 1000)
+
+    monkeypatch.setattr(os, "copy_file_range", fail_second)
+    with pytest.raises(OSError, match="No space"):
+        snapshot._copy(source, tmp_path / "copy.bin")
