@@ -37,13 +37,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from process import child_env, console_script_defaults
 from synth import MIB, ensure_archive
 
 HERE = Path(__file__).resolve().parent
-#: Polars' allocator setting as given to this script: importing Polars here writes its own into
-#: the environment, which children must not inherit (see ``child``).
-ALLOCATOR_ENV = "_RJEM_MALLOC_CONF"
-GIVEN_ALLOCATOR = os.environ.get(ALLOCATOR_ENV)
 TARGET_VS_BASELINE = 20.0
 TARGET_VS_REFERENCE = 0.25
 RSS_LIMIT_MB = 1536
@@ -332,19 +329,6 @@ def phase_reference(archive: Path) -> dict:  # type: ignore[type-arg]
     }
 
 
-def console_script_defaults() -> str:
-    """Give this process what the console script gives its own before Polars loads (the new
-    code's ``allocator_defaults``; older code had none): the phase runs as ``memkiln`` would.
-    Returns Polars' allocator setting in force ("default" when there is none)."""
-    try:
-        from memkiln.cli import allocator_defaults
-    except ImportError:
-        pass
-    else:
-        allocator_defaults()
-    return os.environ.get(ALLOCATOR_ENV) or "Polars' own"
-
-
 def run_phase(args: argparse.Namespace) -> int:
     if args.phase == "memkiln":
         allocator = console_script_defaults()
@@ -364,12 +348,8 @@ def child(phase: str, archive: Path, *, code: Path | None = None, **extra: objec
     cmd = [sys.executable, __file__, "--phase", phase, "--archive", str(archive)]
     for key, value in extra.items():
         cmd += [f"--{key.replace('_', '-')}", str(value)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_")}
-    env.pop(ALLOCATOR_ENV, None)
-    if GIVEN_ALLOCATOR is not None:
-        env[ALLOCATOR_ENV] = GIVEN_ALLOCATOR
     # the new code is this checkout's (not whichever memkiln the interpreter has installed)
-    env["PYTHONPATH"] = str(code if code is not None else HERE.parent)
+    env = child_env(PYTHONPATH=str(code if code is not None else HERE.parent))
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout + proc.stderr)

@@ -38,6 +38,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from process import child_env, console_script_defaults
 from synth import MIB, ensure_archive
 
 HERE = Path(__file__).resolve().parent
@@ -161,8 +162,7 @@ def child(phase: str, archive: Path, db: Path, workers: int = 1) -> dict:  # typ
         p.unlink(missing_ok=True)
     cmd = [sys.executable, __file__, "--phase", phase, "--archive", str(archive), "--db", str(db)]
     cmd += ["--workers", str(workers)]
-    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_")}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, check=False)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=child_env(), check=False)
     if proc.returncode != 0:
         sys.stderr.write(proc.stdout + proc.stderr)
         raise SystemExit(f"phase {phase} failed (exit {proc.returncode})")
@@ -222,11 +222,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=1, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.phase:
+        allocator = console_script_defaults()
         out = {
             "prepare": lambda: phase_prepare(args.archive, args.db),
             "writer": lambda: phase_writer(args.archive, args.db),
             "pipeline": lambda: phase_pipeline(args.archive, args.db, args.workers),
         }[args.phase]()
+        out["allocator"] = allocator
         print("RESULT " + json.dumps(out))
         return 0
 
