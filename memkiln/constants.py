@@ -25,6 +25,12 @@ SEGMENT_BYTES = 16 * 1024 * 1024
 #: and past this DuckDB writes them to the database file instead of holding them.
 INGEST_DUCKDB_MEMORY = "256MB"
 
+#: DuckDB threads of the store's connection during an ingest. Its work is one insert and one
+#: commit per batch, beside the thread that prepares the next batch: on 2 cores, one DuckDB
+#: thread wrote the same batches with 20% less CPU and in 17% less time than two
+#: (bench/RESULTS.md, "ingest CPU, session 15").
+INGEST_DUCKDB_THREADS = 1
+
 #: Polars' engine for the queries of an ingest batch: its frames are batch-sized, and the
 #: streaming engine (Polars' default) cost ~15% more CPU on them in its set-up and threads than
 #: the in-memory one (bench/RESULTS.md, "ingest CPU, session 15").

@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from memkiln.constants import INGEST_BATCH_FILES, INGEST_DUCKDB_MEMORY
+from memkiln.constants import INGEST_BATCH_FILES, INGEST_DUCKDB_MEMORY, INGEST_DUCKDB_THREADS
 from memkiln.errors import ConfigError
 from memkiln.io.archive import discover, path_key
 from memkiln.io.loader import BatchResult, PreparedBatch, prepared_batches, write_batch
@@ -73,6 +73,7 @@ def ingest_archive(
     try:
         # a large batch's rows wait in the transaction: past this, DuckDB writes them out
         execute(con, "set_memory_limit", limit=INGEST_DUCKDB_MEMORY)
+        execute(con, "set_threads", threads=INGEST_DUCKDB_THREADS)
         shown = redact_text(str(archive.resolve()), rules=load_rules())
         with recorded_run(
             con, command="ingest", archive=shown, counts=summary.counters
