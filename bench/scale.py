@@ -94,6 +94,7 @@ def phase_prepare(archive: Path, db: Path) -> dict:  # type: ignore[type-arg]
 
 
 def phase_writer(archive: Path, db: Path) -> dict:  # type: ignore[type-arg]
+    from memkiln.flows.plain_ingest import writer_settings
     from memkiln.io.loader import PreparedBatch, frame_to_ipc, prepare_batch_ipc, write_batch
     from memkiln.io.store import open_store, recorded_run
 
@@ -102,6 +103,7 @@ def phase_writer(archive: Path, db: Path) -> dict:  # type: ignore[type-arg]
     size = sum(int(b["size"].sum()) for b in todo)
     con = open_store(db)
     try:
+        writer_settings(con)  # as an ingest sets them
         with recorded_run(con, command="ingest", archive="bench", counts=dict) as run_id:
             cpu0, t0 = _cpu(), time.perf_counter()
             for raw in prepared:

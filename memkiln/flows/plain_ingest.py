@@ -57,6 +57,13 @@ def plan_archive(con: duckdb.DuckDBPyConnection, archive: Path) -> pl.DataFrame:
     )
 
 
+def writer_settings(con: duckdb.DuckDBPyConnection) -> None:
+    """DuckDB's settings for the store's connection while it writes ingest batches."""
+    # a large batch's rows wait in the transaction: past this, DuckDB writes them out
+    execute(con, "set_memory_limit", limit=INGEST_DUCKDB_MEMORY)
+    execute(con, "set_threads", threads=INGEST_DUCKDB_THREADS)
+
+
 def ingest_archive(
     settings: Settings,
     *,
@@ -71,9 +78,7 @@ def ingest_archive(
     con = open_store(settings.db)
     summary = IngestSummary()
     try:
-        # a large batch's rows wait in the transaction: past this, DuckDB writes them out
-        execute(con, "set_memory_limit", limit=INGEST_DUCKDB_MEMORY)
-        execute(con, "set_threads", threads=INGEST_DUCKDB_THREADS)
+        writer_settings(con)
         shown = redact_text(str(archive.resolve()), rules=load_rules())
         with recorded_run(
             con, command="ingest", archive=shown, counts=summary.counters
