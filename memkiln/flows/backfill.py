@@ -19,11 +19,9 @@ both return are in ``memkiln.flows.plain_backfill``, which imports no Prefect, s
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
 from prefect import flow
 
-from memkiln.errors import ConfigError
 from memkiln.flows.consolidate import consolidate_task
-from memkiln.flows.ephemeral import stoppable
 from memkiln.flows.extract import extract_task
-from memkiln.flows.ingest import check_archive, ingest_task
+from memkiln.flows.ingest import ingest_task
 from memkiln.flows.plain_backfill import ALL_SESSIONS as ALL_SESSIONS
 from memkiln.flows.plain_backfill import (
     BackfillSummary,
@@ -31,10 +29,8 @@ from memkiln.flows.plain_backfill import (
     more_to_do,
 )
 from memkiln.flows.plain_backfill import backfill_job as backfill_job
-from memkiln.flows.plain_run import dry_run_estimate
+from memkiln.flows.plain_run import dry_run_estimate, whole_job
 from memkiln.io.artifacts import flow_run_id, publish
-from memkiln.io.lock import hold_store
-from memkiln.io.store import linked_runs, recorded_parent_run
 from memkiln.settings import Options, Settings
 from memkiln.transforms.summaries import (
     consolidate_section,
@@ -50,18 +46,14 @@ def backfill_flow(options: Options) -> BackfillSummary:
     consolidate per-project memory files."""
     # 1. hold the store and record the run
     options = backfill_settings(options)
-    if options.archive is None:
-        raise ConfigError("no archive to ingest: set --archive, MEMKILN_ARCHIVE or archive")
-    archive = str(check_archive(options.archive).resolve())
     summary = BackfillSummary()
-    with (
-        hold_store(options.db),
-        stoppable(),
-        linked_runs(flow_run_id=flow_run_id()),
-        recorded_parent_run(
-            options.db, command="backfill", archive=archive, counts=summary.counters
-        ) as summary.run_id,
-    ):
+    with whole_job(
+        options.db,
+        options.archive,
+        command="backfill",
+        counts=summary.counters,
+        flow_run_id=flow_run_id(),
+    ) as summary.run_id:
         # 2. ingest
         summary.ingest = ingest_task(options, summary.run_id)
         # 3. extract in batches

@@ -8,15 +8,11 @@ here imports Prefect.
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from memkiln.errors import ConfigError
-from memkiln.flows.ephemeral import stoppable
 from memkiln.flows.plain_consolidate import consolidate_store
 from memkiln.flows.plain_extract import extract_store
-from memkiln.flows.plain_ingest import check_archive, ingest_archive
-from memkiln.flows.plain_run import dry_run_estimate, merge_counters
-from memkiln.io.lock import hold_store
+from memkiln.flows.plain_ingest import ingest_archive
+from memkiln.flows.plain_run import dry_run_estimate, merge_counters, whole_job
 from memkiln.io.progress import Reporter
-from memkiln.io.store import linked_runs, recorded_parent_run
 from memkiln.settings import Options, Settings
 from memkiln.transforms.estimate import Estimate
 from memkiln.transforms.summaries import ConsolidateSummary, ExtractSummary, IngestSummary
@@ -94,19 +90,11 @@ def more_to_do(batch: ExtractSummary) -> bool:
 def backfill_job(settings: Settings) -> BackfillSummary:
     """The recipe of ``backfill_flow`` in this process alone, without Prefect (``--no-prefect``)."""
     settings = backfill_settings(settings)
-    if settings.archive is None:
-        raise ConfigError("no archive to ingest: set --archive, MEMKILN_ARCHIVE or archive")
-    archive = str(check_archive(settings.archive).resolve())
     reporter = Reporter(enabled=settings.progress)
     summary = BackfillSummary()
-    with (
-        hold_store(settings.db),
-        stoppable(),
-        recorded_parent_run(
-            settings.db, command="backfill", archive=archive, counts=summary.counters
-        ) as summary.run_id,
-        linked_runs(parent_run_id=summary.run_id),
-    ):
+    with whole_job(
+        settings.db, settings.archive, command="backfill", counts=summary.counters
+    ) as summary.run_id:
         summary.ingest = ingest_archive(settings, reporter=reporter)
         spent = 0.0
         while True:

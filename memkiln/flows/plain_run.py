@@ -4,7 +4,11 @@ share (the summary, the counters, a dry run's estimate). Nothing here imports Pr
 """
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
 
 from memkiln.errors import ConfigError
 from memkiln.flows.ephemeral import stoppable
@@ -102,21 +106,38 @@ def dry_run_estimate(settings: Settings, extract: ExtractSummary, *, run_id: str
     return estimate
 
 
+@contextmanager
+def whole_job(
+    db: Path,
+    archive: Path | None,
+    *,
+    command: str,
+    counts: Callable[[], Counters],
+    flow_run_id: str | None = None,
+) -> Iterator[str]:
+    """What a whole job (``run``, ``backfill``) holds while its phases run: the archive
+    checked, the store held, a stop handled, and its own run recorded, whose id it yields.
+    Each phase's run is linked to it, or, under Prefect, to the flow run (``flow_run_id``)."""
+    if archive is None:
+        raise ConfigError("no archive to ingest: set --archive, MEMKILN_ARCHIVE or archive")
+    shown = str(check_archive(archive).resolve())
+    record = partial(recorded_parent_run, db, command=command, archive=shown, counts=counts)
+    with hold_store(db), stoppable():
+        if flow_run_id is not None:
+            with linked_runs(flow_run_id=flow_run_id), record() as run_id:
+                yield run_id
+        else:
+            with record() as run_id, linked_runs(parent_run_id=run_id):
+                yield run_id
+
+
 def run_job(settings: Settings) -> RunSummary:
     """The recipe of ``run_flow`` in this process alone, without Prefect (``--no-prefect``)."""
-    if settings.archive is None:
-        raise ConfigError("no archive to ingest: set --archive, MEMKILN_ARCHIVE or archive")
-    archive = str(check_archive(settings.archive).resolve())
     reporter = Reporter(enabled=settings.progress)
     summary = RunSummary()
-    with (
-        hold_store(settings.db),
-        stoppable(),
-        recorded_parent_run(
-            settings.db, command="run", archive=archive, counts=summary.counters
-        ) as summary.run_id,
-        linked_runs(parent_run_id=summary.run_id),
-    ):
+    with whole_job(
+        settings.db, settings.archive, command="run", counts=summary.counters
+    ) as summary.run_id:
         summary.ingest = ingest_archive(settings, reporter=reporter)
         summary.extract = extract_store(settings, reporter=reporter)
         if settings.dry_run:  # no phase 2 files; its requests are estimated instead

@@ -19,18 +19,14 @@ from datetime import UTC, datetime
 
 from prefect import flow
 
-from memkiln.errors import ConfigError
 from memkiln.flows.consolidate import consolidate_task
-from memkiln.flows.ephemeral import stoppable
 from memkiln.flows.extract import extract_task
-from memkiln.flows.ingest import check_archive, ingest_task
+from memkiln.flows.ingest import ingest_task
 from memkiln.flows.plain_run import SUMMED as SUMMED
-from memkiln.flows.plain_run import RunSummary, dry_run_estimate, spent
+from memkiln.flows.plain_run import RunSummary, dry_run_estimate, spent, whole_job
 from memkiln.flows.plain_run import merge_counters as merge_counters
 from memkiln.flows.plain_run import run_job as run_job
 from memkiln.io.artifacts import flow_run_id, publish
-from memkiln.io.lock import hold_store
-from memkiln.io.store import linked_runs, recorded_parent_run
 from memkiln.settings import Options, Settings
 from memkiln.transforms.summaries import (
     consolidate_section,
@@ -48,18 +44,14 @@ def _run_name() -> str:
 def run_flow(options: Options) -> RunSummary:
     """Ingest the archive, extract stage-one memories, consolidate per-project memory files."""
     # 1. hold the store and record the run
-    if options.archive is None:
-        raise ConfigError("no archive to ingest: set --archive, MEMKILN_ARCHIVE or archive")
-    archive = str(check_archive(options.archive).resolve())
     summary = RunSummary()
-    with (
-        hold_store(options.db),
-        stoppable(),
-        linked_runs(flow_run_id=flow_run_id()),
-        recorded_parent_run(
-            options.db, command="run", archive=archive, counts=summary.counters
-        ) as summary.run_id,
-    ):
+    with whole_job(
+        options.db,
+        options.archive,
+        command="run",
+        counts=summary.counters,
+        flow_run_id=flow_run_id(),
+    ) as summary.run_id:
         # 2.-4. the phases, each recorded as a run whose parent is this one
         summary.ingest = ingest_task(options, summary.run_id)
         summary.extract = extract_task(options, summary.run_id)
