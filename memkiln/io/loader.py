@@ -27,9 +27,9 @@ from memkiln.transforms.lines import (
     SURROGATE_ESCAPE,
     UTF8_BOM,
     classify_lines,
-    clean_lines_counted,
-    excerpt_expr,
+    clean_lines,
     mend_lone_surrogates,
+    quarantine_excerpts,
     split_lines,
 )
 from memkiln.transforms.normalize import (
@@ -435,7 +435,9 @@ def normalize_lines(
         goods[i] = None  # let each part go once its items are built
         fields = whole if whole is not None else line_fields(con, part)
         whole = None
-        pieces.append(_items_of(con, fields, part, formats, rules=rules))
+        items, item_hits = _items_of(con, fields, part, formats, rules=rules)
+        hits.update(item_hits)
+        pieces.append(items)
         if len(parts) == 1:
             narrow.append(rollout_fields(fields.lazy()).collect(engine=POLARS_ENGINE))
         del fields, part
@@ -457,14 +459,15 @@ def normalize_lines(
         )
         .with_columns(pl.col("n_lines", "n_quarantined").fill_null(0).cast(pl.Int64))
     )
-    rollouts = redact_rollouts(
+    rollouts, rollout_hits = redact_rollouts(
         build_rollouts(
             pl.concat(narrow).lazy(),
             items.lazy(),
             per_file.filter(pl.col("format").is_not_null()).lazy(),
-        ),
+        ).collect(engine=POLARS_ENGINE),
         rules=rules,
-    ).collect(engine=POLARS_ENGINE)
+    )
+    hits.update(rollout_hits)
     return Normalized(
         items, rollouts, quarantine, per_file, dict(hits), result_errors=pl.concat(errors)
     )
@@ -501,10 +504,12 @@ def _segments(nbytes: pl.Series, limit: int) -> list[tuple[int, int]]:
 def _clean_and_classify(
     con: duckdb.DuckDBPyConnection, lines: pl.DataFrame, *, rules: RuleSet
 ) -> tuple[pl.DataFrame, pl.DataFrame, pl.DataFrame, pl.DataFrame, dict[str, int]]:
-    """Clean lines (blobs -> notes, secrets -> token) and sort them: ``(good, fields of the
-    good lines, quarantined, lines per file, hits per rule)``; good lines are JSON objects
-    (DuckDB's parser, which reads every field of a line and its validity in one parse)."""
-    cleaned, hits = clean_lines_counted(lines, rules=rules)
+    """Clean lines (blobs -> notes) and sort them: ``(good, fields of the good lines,
+    quarantined, lines per file, hits per rule)``; good lines are JSON objects (DuckDB's
+    parser, which reads every field of a line and its validity in one parse). The good lines
+    are not redacted yet (their items and rollouts are, once built); the quarantined ones are,
+    and the hits are theirs."""
+    cleaned = clean_lines(lines.lazy(), rules=rules).collect(engine=POLARS_ENGINE)
     fields = _fields_and_validity(con, cleaned)
     validity = fields.select("fid", "line_no", "valid")
     cleaned, validity, mended = _mend_surrogates(con, cleaned, validity)
@@ -517,13 +522,15 @@ def _clean_and_classify(
     ).collect(engine=POLARS_ENGINE)
     del cleaned, validity
     is_good = pl.col("reason").is_null()
-    good = classified.filter(is_good).select("fid", "line_no", "line", "omitted_bytes", "key_words")
-    bad = classified.filter(~is_good).select(
+    good = classified.filter(is_good).select("fid", "line_no", "line", "omitted_bytes")
+    bad = classified.filter(~is_good)
+    excerpt, hits = quarantine_excerpts(bad, rules=rules)
+    bad = bad.select(
         file_id="fid",
         line_no="line_no",
         reason="reason",
         detail=pl.lit(None, dtype=pl.String),
-        excerpt=excerpt_expr(),
+        excerpt=excerpt,
         bytes="nbytes",
     )
     fields = fields.drop("valid")
@@ -557,8 +564,9 @@ def _items_of(
     formats: pl.DataFrame,
     *,
     rules: RuleSet,
-) -> pl.DataFrame:
-    """The redacted items of some lines, timestamps not yet carried forward."""
+) -> tuple[pl.DataFrame, dict[str, int]]:
+    """The redacted items of some lines, timestamps not yet carried forward, and the hits per
+    rule of their redaction."""
     fields = fields.join(formats, on="fid", how="left").join(good, on=["fid", "line_no"])
     fields = _strip_payloads(con, fields)
     con.register(
@@ -571,17 +579,8 @@ def _items_of(
         blocks = fetch_pl(con, sql("extract_content_blocks"))
     finally:
         con.unregister("batch_content")
-    items = build_items(fields.lazy(), blocks.lazy(), fill_timestamps=False).join(
-        good.lazy().select("fid", "line_no", "key_words"),
-        on=["fid", "line_no"],
-        how="left",
-        maintain_order="left",
-    )
-    return (
-        redact_items(items, rules=rules, key_words="key_words")
-        .drop("key_words")
-        .collect(engine=POLARS_ENGINE)
-    )
+    items = build_items(fields.lazy(), blocks.lazy(), fill_timestamps=False)
+    return redact_items(items.collect(engine=POLARS_ENGINE), rules=rules)
 
 
 def _strip_payloads(con: duckdb.DuckDBPyConnection, fields: pl.DataFrame) -> pl.DataFrame:
@@ -670,8 +669,7 @@ def _mend_surrogates(
     if not ok.height:
         return cleaned, validity, ok
     keys = ["fid", "line_no"]
-    # a mended line is not vouched for by its key-word flag any more
-    cleaned = cleaned.update(ok.with_columns(key_words=pl.lit(True)), on=keys)
+    cleaned = cleaned.update(ok, on=keys)
     validity = validity.update(ok.select(*keys, valid=pl.lit(True)), on=keys)
     return cleaned, validity, ok
 

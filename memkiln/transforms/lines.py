@@ -2,7 +2,7 @@
 
 ``split_lines`` turns a batch of decompressed files into one Arrow-backed frame (one row per
 line) without a Python loop over lines. ``clean_lines`` replaces blobs by size notes and
-redacts every line. ``classify_lines`` decides, from the JSON validity DuckDB reports, which
+writes out escaped ASCII. ``classify_lines`` decides, from the JSON validity DuckDB reports, which
 lines are items and which go to quarantine, with a fixed reason.
 """
 
@@ -15,12 +15,11 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from memkiln.constants import BLOB_MIN_CHARS, POLARS_ENGINE, QUARANTINE_EXCERPT_CHARS
+from memkiln.constants import BLOB_MIN_CHARS, QUARANTINE_EXCERPT_CHARS
 from memkiln.transforms.redact import (
     RuleSet,
     redact_counted_series,
     redact_expr,
-    redact_flagged_expr,
     rewrite_rows,
     unescape_expr,
 )
@@ -147,48 +146,20 @@ def _decode_utf8(binary: pl.Series) -> tuple[pl.Series, pl.Series]:
 
 
 def clean_lines(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
-    """Replace base64 blobs by a note, then redact secrets, in the ``line`` column.
+    """Replace base64 blobs by a note and write out escaped ASCII, in the ``line`` column.
 
-    Adds ``omitted_bytes`` (bytes removed as blobs), ``key_words`` (false where the redacted
-    line holds none of the maintained rule set's key words, see ``redact_flagged_series``) and
-    ``secrets_in`` (the unredacted text of the lines redaction changed, null elsewhere: count
-    hits on it, then drop it). Lines are
-    whole JSON texts; both steps keep a valid JSON line valid (the redaction rules never
-    touch a quote or an escape). :func:`clean_lines_counted` does the same on a frame and
-    counts the hits per rule while it redacts.
+    Adds ``omitted_bytes`` (bytes removed as blobs). Both steps keep a valid JSON line valid.
+    The line itself is not redacted here: it is only parsed, in memory, and every part of it
+    that is stored is redacted once parsed (``normalize.redact_items``,
+    ``normalize.redact_rollouts``, and the quarantined lines before their excerpt is cut).
+    ``lossy`` (a line that is not valid UTF-8, quarantined as it is) is redacted here.
     """
-    # redaction sees the decoded text: escaped ASCII written out (a valid line stays valid)
-    redacted = pl.col("redacted").struct.field("text")
-    return (
-        _without_blobs(lf, rules=rules)
-        .with_columns(redacted=redact_flagged_expr(pl.col("decoded"), rules=rules, unescape=False))
-        .with_columns(
-            line=redacted,
-            # false where the line holds none of the maintained rule set's key words: the
-            # texts decoded from it skip that pass (redact_series)
-            key_words=pl.col("redacted").struct.field("key_words"),
-            # the text before redaction, kept only where redaction changed something, so the
-            # per-rule hit count looks at those few lines instead of all of them
-            secrets_in=pl.when(redacted != pl.col("decoded")).then("decoded"),
-        )
-        .drop("decoded", "redacted")
-    )
-
-
-def clean_lines_counted(
-    lines: pl.DataFrame, *, rules: RuleSet
-) -> tuple[pl.DataFrame, dict[str, int]]:
-    """:func:`clean_lines` without ``secrets_in``, and the hits per rule of the redaction (as
-    ``rule_hit_counts`` of ``secrets_in`` gives them), counted while redacting."""
-    cleaned = _without_blobs(lines.lazy(), rules=rules).collect(engine=POLARS_ENGINE)
-    text, flags, hits = redact_counted_series(cleaned["decoded"], rules=rules, unescape=False)
-    cleaned = cleaned.with_columns(line=text.rename("line"), key_words=flags.rename("key_words"))
-    return cleaned.drop("decoded"), hits
+    return _without_blobs(lf, rules=rules).with_columns(line=pl.col("decoded")).drop("decoded")
 
 
 def _without_blobs(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
-    """Blobs replaced by a note (``omitted_bytes``), the line decoded for redaction
-    (``decoded``; ``line`` itself is kept until redacted) and ``lossy`` redacted."""
+    """Blobs replaced by a note (``omitted_bytes``), the line with escaped ASCII written out
+    (``decoded``) and ``lossy`` redacted."""
     # only the lines holding a blob are rewritten (a replace_all writes every line again)
     without_blobs = pl.col("line").map_batches(
         _without_blob_rows, return_dtype=pl.String, is_elementwise=True
@@ -283,6 +254,14 @@ def mend_lone_surrogates(line: str) -> str:
     return _ESCAPE.sub(mend, line)
 
 
-def excerpt_expr() -> pl.Expr:
-    """A short excerpt of an already redacted line, for the quarantine table."""
-    return pl.coalesce("line", "lossy").str.slice(0, QUARANTINE_EXCERPT_CHARS)
+def quarantine_excerpts(bad: pl.DataFrame, *, rules: RuleSet) -> tuple[pl.Series, dict[str, int]]:
+    """The excerpt of each quarantined line (``line``, else the already redacted ``lossy``)
+    and the hits per rule: the whole line is redacted before it is cut, so a secret is never
+    cut in two where no rule would see it."""
+    line, hits = redact_counted_series(bad["line"], rules=rules, unescape=False)
+    excerpt = (
+        bad.select(pl.coalesce(line, "lossy").str.slice(0, QUARANTINE_EXCERPT_CHARS))
+        .to_series()
+        .rename("excerpt")
+    )
+    return excerpt, hits

@@ -22,7 +22,7 @@ from __future__ import annotations
 import polars as pl
 
 from memkiln.transforms.project import project_key
-from memkiln.transforms.redact import RuleSet, redact_expr
+from memkiln.transforms.redact import RuleSet, redact_expr, redact_frame_counted
 
 CODEX_RECORD_TYPES = (
     "session_meta",
@@ -667,10 +667,12 @@ def build_rollouts(fields: pl.LazyFrame, items: pl.LazyFrame, files: pl.LazyFram
     )
 
 
-#: Decoded text columns of items and rollouts, redacted again after parsing (the raw line was
-#: redacted before it; a secret may only show once its JSON escapes are decoded).
-ITEM_TEXT_COLUMNS = ("role", "name", "call_id", "text")
+#: The text columns of items and rollouts taken from a line: they are redacted once parsed
+#: (the line itself is only parsed, in memory). Decoded texts and JSON texts (``payload_json``,
+#: a tool call's arguments) alike: the rules find a secret at any escape depth.
+ITEM_TEXT_COLUMNS = ("record_type", "item_type", "role", "name", "call_id", "text", "payload_json")
 ROLLOUT_TEXT_COLUMNS = (
+    "rollout_id",
     "path",
     "source",
     "originator",
@@ -686,26 +688,22 @@ ROLLOUT_TEXT_COLUMNS = (
 )
 
 
-def redact_items(lf: pl.LazyFrame, *, rules: RuleSet, key_words: str | None = None) -> pl.LazyFrame:
-    """Redact the decoded text of items: ``text``, names, ids and every message part.
-
-    ``key_words`` names a boolean column, false for items of a line that holds none of the
-    maintained rule set's key words (``clean_lines``): their texts skip that rule set's pass.
-    """
+def redact_items(items: pl.DataFrame, *, rules: RuleSet) -> tuple[pl.DataFrame, dict[str, int]]:
+    """Redact every text of items (``ITEM_TEXT_COLUMNS`` and each message part) and count the
+    hits per rule. A message's parts are what its ``text`` joins, so they are counted once, in
+    ``text``."""
     part = pl.element().struct
-    flags = pl.col(key_words) if key_words else None
-    return lf.with_columns(
-        *(
-            redact_expr(pl.col(name), rules=rules, key_words=flags).alias(name)
-            for name in ITEM_TEXT_COLUMNS
-        ),
+    items = items.with_columns(
         parts=pl.col("parts").list.eval(
             pl.struct(type=part.field("type"), text=redact_expr(part.field("text"), rules=rules))
-        ),
+        )
     )
+    return redact_frame_counted(items, ITEM_TEXT_COLUMNS, rules=rules)
 
 
-def redact_rollouts(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
-    """Redact a rollout's decoded texts: its path, cwd, git remote and project key included
-    (they name folders and reach prompts)."""
-    return lf.with_columns(redact_expr(pl.col(name), rules=rules) for name in ROLLOUT_TEXT_COLUMNS)
+def redact_rollouts(
+    rollouts: pl.DataFrame, *, rules: RuleSet
+) -> tuple[pl.DataFrame, dict[str, int]]:
+    """Redact a rollout's texts (``ROLLOUT_TEXT_COLUMNS``: its id, path, cwd, git remote and
+    project key included; they name folders and reach prompts) and count the hits per rule."""
+    return redact_frame_counted(rollouts, ROLLOUT_TEXT_COLUMNS, rules=rules)

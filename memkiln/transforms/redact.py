@@ -27,10 +27,11 @@ matched contributes text, the groups of the other branches are empty. Every bran
 a literal or an assertion, never a character class, which keeps the combined automaton small
 and lets the regex engine use literal prefilters.
 
-JSON-safety invariant. Redaction runs on raw JSONL lines, before they are parsed, and a secret
-may sit at any escape depth (``"password": "..."`` in a decoded string, ``\\"password\\": \\"...``
-in a tool output, ``\\\\\\"api_key\\\\\\":...`` inside function-call arguments). A redacted
-valid JSON line stays valid JSON because the replaced part of every match
+JSON-safety invariant. Redaction runs on decoded texts and on JSON texts alike (an item's
+``payload_json``, a tool call's arguments, a quarantined line), and a secret may sit at any
+escape depth (``"password": "..."`` in a decoded string, ``\\"password\\": \\"...`` in a tool
+output, ``\\\\\\"api_key\\\\\\":...`` inside function-call arguments). A redacted valid JSON
+text stays valid JSON because the replaced part of every match
 
 * never contains a double quote,
 * contains a backslash only as a whole escape run followed by ``n``, ``r``, ``t`` or ``u2192``
@@ -52,6 +53,7 @@ import functools
 import importlib.resources
 import re
 import tomllib
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
@@ -78,8 +80,7 @@ __all__ = [
     "RuleSet",
     "redact_counted_series",
     "redact_expr",
-    "redact_flagged_expr",
-    "redact_flagged_series",
+    "redact_frame_counted",
     "redact_secrets",
     "redact_series",
     "redact_text",
@@ -447,108 +448,70 @@ def rewrite_rows(
     return series.clone().scatter(hit.arg_true(), rewrite(series.filter(hit)))
 
 
-def redact_expr(
-    expr: pl.Expr, *, rules: RuleSet, unescape: bool = True, key_words: pl.Expr | None = None
-) -> pl.Expr:
+def redact_expr(expr: pl.Expr, *, rules: RuleSet, unescape: bool = True) -> pl.Expr:
     """``expr`` (a string expression) with every secret replaced by ``[REDACTED_SECRET]``.
 
     The text is first decoded with :func:`unescape_expr` (pass ``unescape=False`` when it
-    already is), so secrets spelled with JSON escapes are found too. ``key_words`` (boolean,
-    see :func:`redact_series`) lets the source pass skip rows known to hold none of its key
-    words; the result is then named ``text`` (alias it).
+    already is), so secrets spelled with JSON escapes are found too.
     """
-    if key_words is None:
-        return expr.map_batches(
-            functools.partial(redact_series, rules=rules, unescape=unescape),
-            return_dtype=pl.String,
-            is_elementwise=True,
-        )
-
-    def run(both: pl.Series) -> pl.Series:
-        text, flags = both.struct.field("text"), both.struct.field("key_words")
-        return redact_series(text, rules=rules, unescape=unescape, key_words=flags)
-
-    return pl.struct(text=expr, key_words=key_words).map_batches(
-        run, return_dtype=pl.String, is_elementwise=True
+    return expr.map_batches(
+        functools.partial(redact_series, rules=rules, unescape=unescape),
+        return_dtype=pl.String,
+        is_elementwise=True,
     )
 
 
-#: What :func:`redact_flagged_expr` gives: the redacted text and its key-word flag.
-FLAGGED = pl.Struct({"text": pl.String, "key_words": pl.Boolean})
-
-
-def redact_flagged_expr(expr: pl.Expr, *, rules: RuleSet, unescape: bool = True) -> pl.Expr:
-    """:func:`redact_flagged_series` as an expression: a struct of ``text`` and ``key_words``."""
-
-    def run(series: pl.Series) -> pl.Series:
-        text, flags = redact_flagged_series(series, rules=rules, unescape=unescape)
-        return pl.DataFrame([text.rename("text"), flags.rename("key_words")]).to_struct(series.name)
-
-    return expr.map_batches(run, return_dtype=FLAGGED, is_elementwise=True)
-
-
-def redact_series(
-    series: pl.Series,
-    *,
-    rules: RuleSet,
-    unescape: bool = True,
-    key_words: pl.Series | None = None,
-) -> pl.Series:
+def redact_series(series: pl.Series, *, rules: RuleSet, unescape: bool = True) -> pl.Series:
     """:func:`redact_expr` on a series.
 
     Each step rewrites only the rows it changes: the regex passes run on the rows where one of
     their rules matches (a row none matches is left as it is by all three), the maintained rule
-    set's and the key-word passes on the rows their key words reach. ``key_words``, when
-    given, is false for rows known to hold none of the maintained rule set's key words (see
-    :func:`redact_flagged_series`): the source pass skips them.
+    set's and the key-word passes on the rows their key words reach.
     """
-    return _redact(series, rules=rules, unescape=unescape, key_words=key_words)[0]
-
-
-def redact_flagged_series(
-    series: pl.Series, *, rules: RuleSet, unescape: bool = True
-) -> tuple[pl.Series, pl.Series]:
-    """:func:`redact_series`, and per row whether the redacted text may hold one of the
-    maintained rule set's key words.
-
-    A row flagged false holds none, and neither does any string JSON-decoded from it: key
-    words hold no character a JSON escape stands for (a quote, a backslash, a control or
-    non-ASCII character), the escapes of printable ASCII characters are decoded before the
-    passes, and a marker cannot complete a key word. The decoded items of such a line can skip
-    the source pass (``key_words`` of :func:`redact_series`).
-    """
-    text, flags, _ = _redact(series, rules=rules, unescape=unescape, key_words=None)
-    return text, flags
+    return _redact(series, rules=rules, unescape=unescape)[0]
 
 
 def redact_counted_series(
     series: pl.Series, *, rules: RuleSet, unescape: bool = True
-) -> tuple[pl.Series, pl.Series, dict[str, int]]:
-    """:func:`redact_flagged_series`, and the replaced spans per rule, as
-    :func:`rule_hit_counts` gives them for the text before redaction (a dict in rule order,
-    rules that replaced nothing left out), counted while redacting instead of by a second
-    redaction of the changed texts."""
-    text, flags, hits = _redact(series, rules=rules, unescape=unescape, key_words=None, count=True)
+) -> tuple[pl.Series, dict[str, int]]:
+    """:func:`redact_series`, and the replaced spans per rule, as :func:`rule_hit_counts`
+    gives them for the text before redaction (a dict in rule order, rules that replaced
+    nothing left out), counted while redacting instead of by a second redaction of the
+    changed texts."""
+    text, hits = _redact(series, rules=rules, unescape=unescape, count=True)
     assert hits is not None
+    return text, _in_rule_order(hits, rules)
+
+
+def redact_frame_counted(
+    frame: pl.DataFrame, columns: Sequence[str], *, rules: RuleSet, unescape: bool = True
+) -> tuple[pl.DataFrame, dict[str, int]]:
+    """``frame`` with the string ``columns`` redacted in place, and the hits per rule over all
+    of them (:func:`redact_counted_series` column by column, summed)."""
+    hits: Counter[str] = Counter()
+    redacted: list[pl.Series] = []
+    for name in columns:
+        text, found = redact_counted_series(frame[name], rules=rules, unescape=unescape)
+        redacted.append(text.rename(name))
+        hits.update(found)
+    return frame.with_columns(redacted), _in_rule_order(hits, rules)
+
+
+def _in_rule_order(hits: Mapping[str, int], rules: RuleSet) -> dict[str, int]:
     order = {rule_id: i for i, rule_id in enumerate(rules.rule_ids)}
-    return text, flags, dict(sorted(hits.items(), key=lambda kv: order[kv[0]]))
+    return dict(sorted(hits.items(), key=lambda kv: order[kv[0]]))
 
 
 def _redact(
-    series: pl.Series,
-    *,
-    rules: RuleSet,
-    unescape: bool,
-    key_words: pl.Series | None,
-    count: bool = False,
-) -> tuple[pl.Series, pl.Series, dict[str, int] | None]:
-    """The text redacted, its key-word flags and, with ``count``, the hits per rule (see
-    :func:`_hits_of`, which this follows step by step)."""
+    series: pl.Series, *, rules: RuleSet, unescape: bool, count: bool = False
+) -> tuple[pl.Series, dict[str, int] | None]:
+    """The text redacted and, with ``count``, the hits per rule (see :func:`_hits_of`, which
+    this follows step by step)."""
     hits: dict[str, int] | None = {} if count else None
     if series.dtype != pl.String:
         series = series.cast(pl.String)
     if series.null_count() == len(series):
-        return series, pl.Series(series.name, [False] * len(series), dtype=pl.Boolean), hits
+        return series, hits
     if unescape:
         series = unescape_series(series)
     flagged = series.str.contains(rules.any_pattern)
@@ -558,37 +521,15 @@ def _redact(
         series = rewrite_rows(
             series, flagged, functools.partial(_counted_passes, rules=rules, hits=hits)
         )
-    flags = pl.Series(series.name, [True] * len(series), dtype=pl.Boolean)
     if rules.external:
-        found = _keyword_rows(series, rules.external, key_words)
-        series, source = redact_source_with_hits(series, rules.external, REDACTED, found)
+        series, source = redact_source_with_hits(series, rules.external, REDACTED)
         if hits is not None:
             hits |= source
-        if _markers_make_no_key_word(rules.external):
-            flags = found
     if rules.context:
         series, context = redact_context_with_hits(series, rules.context, REDACTED)
         if hits is not None:
             hits |= context
-    return series, flags, hits
-
-
-def _keyword_rows(series: pl.Series, source: SourceRules, key_words: pl.Series | None) -> pl.Series:
-    """The rows holding a key word of ``source``, looked for only where ``key_words`` allows."""
-    if key_words is None:
-        return source.keyword_rows(series)
-    allowed = key_words.fill_null(True)
-    found = pl.Series(series.name, [False] * len(series), dtype=pl.Boolean)
-    if allowed.any():
-        found = found.scatter(allowed.arg_true(), source.keyword_rows(series.filter(allowed)))
-    return found
-
-
-def _markers_make_no_key_word(source: SourceRules) -> bool:
-    """No key word has a bracket or fits in the marker, so replacing a value by the marker
-    cannot make one (the flags of :func:`redact_flagged_series` rely on it)."""
-    marker = REDACTED.lower()
-    return all("[" not in k and "]" not in k and k.lower() not in marker for k in source.keywords)
+    return series, hits
 
 
 def _passes(series: pl.Series, rules: RuleSet) -> pl.Series:

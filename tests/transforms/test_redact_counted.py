@@ -1,9 +1,8 @@
 """Hits counted while redacting equal the hits counted by a second look at the changed texts.
 
-The line pass of ingest counts the replaced spans per rule as it redacts
-(``redact_counted_series``, ``clean_lines_counted``) instead of redacting the changed lines a
-second time (``rule_hit_counts`` of ``secrets_in``); both must give the same text, flags and
-counts.
+Ingest counts the replaced spans per rule as it redacts items, rollouts and quarantined lines
+(``redact_counted_series``, ``redact_frame_counted``) instead of redacting the changed texts a
+second time (``rule_hit_counts``); both must give the same text and counts.
 """
 
 from __future__ import annotations
@@ -13,11 +12,12 @@ import pytest
 from polars.testing import assert_frame_equal, assert_series_equal
 
 from memkiln.io.rules import load_rules
-from memkiln.transforms.lines import clean_lines, clean_lines_counted
+from memkiln.transforms.normalize import redact_items
 from memkiln.transforms.redact import (
     RuleSet,
     redact_counted_series,
-    redact_flagged_series,
+    redact_frame_counted,
+    redact_series,
     rule_hit_counts,
 )
 from tests.transforms.test_redact import FIXTURE_SECRETS, ORDINARY, PLACEMENTS
@@ -40,7 +40,7 @@ def _lines() -> list[str | None]:
 
 
 def _hits_by_second_look(texts: pl.Series, rules: RuleSet) -> dict[str, int]:
-    redacted = redact_flagged_series(texts, rules=rules)[0]
+    redacted = redact_series(texts, rules=rules)
     changed = pl.LazyFrame({"t": texts.filter((redacted != texts).fill_null(False))})
     return dict(rule_hit_counts(changed, column="t", rules=rules).collect().iter_rows())
 
@@ -49,10 +49,8 @@ def test_hits_counted_while_redacting_equal_a_second_look_at_the_changed_texts(
     rules: RuleSet,
 ) -> None:
     texts = pl.Series("t", _lines(), dtype=pl.String)
-    text, flags, hits = redact_counted_series(texts, rules=rules)
-    expected_text, expected_flags = redact_flagged_series(texts, rules=rules)
-    assert_series_equal(text, expected_text)
-    assert_series_equal(flags, expected_flags)
+    text, hits = redact_counted_series(texts, rules=rules)
+    assert_series_equal(text, redact_series(texts, rules=rules))
     expected = _hits_by_second_look(texts, rules)
     assert list(hits.items()) == list(expected.items())  # same rules, counts and order
     # the fixtures reach every kind of rule: passes, the maintained rule set, the context rule
@@ -66,22 +64,43 @@ def test_hits_counted_while_redacting_equal_a_second_look_at_the_changed_texts(
 
 def test_nothing_to_redact_counts_nothing(rules: RuleSet) -> None:
     texts = pl.Series("t", [None, "", *ORDINARY], dtype=pl.String)
-    assert redact_counted_series(texts, rules=rules)[2] == {}
-    assert redact_counted_series(pl.Series("t", [None], dtype=pl.String), rules=rules)[2] == {}
+    assert redact_counted_series(texts, rules=rules)[1] == {}
+    assert redact_counted_series(pl.Series("t", [None], dtype=pl.String), rules=rules)[1] == {}
 
 
-def test_clean_lines_counted_equals_clean_lines_and_the_hits_of_secrets_in(
-    rules: RuleSet,
-) -> None:
-    lines = [t for t in _lines() if t is not None]
-    frame = pl.DataFrame(
-        {"line": lines, "lossy": [None] * len(lines)},
-        schema={"line": pl.String, "lossy": pl.String},
+def test_a_frame_is_redacted_column_by_column_and_its_hits_summed(rules: RuleSet) -> None:
+    texts = [t for t in _lines() if t is not None]
+    frame = pl.DataFrame({"a": texts, "b": list(reversed(texts)), "n": range(len(texts))})
+    got, hits = redact_frame_counted(frame, ["a", "b"], rules=rules)
+    assert_frame_equal(
+        got,
+        frame.with_columns(
+            a=redact_series(frame["a"], rules=rules), b=redact_series(frame["b"], rules=rules)
+        ),
     )
-    expected = clean_lines(frame.lazy(), rules=rules).collect()
-    changed = expected.lazy().filter(pl.col("secrets_in").is_not_null())
-    expected_hits = rule_hit_counts(changed, column="secrets_in", rules=rules).collect()
-    got, hits = clean_lines_counted(frame, rules=rules)
-    assert_frame_equal(got, expected.drop("secrets_in"))
-    assert list(hits.items()) == list(expected_hits.iter_rows())
-    assert hits
+    one = _hits_by_second_look(frame["a"], rules)
+    assert hits == {rule_id: 2 * n for rule_id, n in one.items()}
+    assert list(hits) == list(one)  # rule order
+    assert sum(hits.values()) > 4 * len(FIXTURE_SECRETS)
+
+
+def test_items_count_a_message_once_though_its_parts_are_redacted_too(rules: RuleSet) -> None:
+    texts = [t for t in _lines() if t]
+    items = pl.DataFrame(
+        {
+            "record_type": ["response_item"] * len(texts),
+            "item_type": ["message"] * len(texts),
+            "role": ["user"] * len(texts),
+            "name": [None] * len(texts),
+            "call_id": [None] * len(texts),
+            "text": texts,
+            "parts": [[{"type": "input_text", "text": t}] for t in texts],
+            "payload_json": ['{"type":"message","role":"user"}'] * len(texts),
+        },
+        schema_overrides={"name": pl.String, "call_id": pl.String},
+    )
+    got, hits = redact_items(items, rules=rules)
+    redacted = redact_series(pl.Series(texts), rules=rules)
+    assert got["text"].to_list() == redacted.to_list()
+    assert [p[0]["text"] for p in got["parts"].to_list()] == redacted.to_list()
+    assert hits == _hits_by_second_look(pl.Series(texts), rules)

@@ -17,7 +17,6 @@ from memkiln.transforms import redact
 from memkiln.transforms.redact import (
     REDACTED,
     RuleSet,
-    redact_flagged_series,
     redact_series,
     rule_hit_counts,
     unescape_series,
@@ -213,60 +212,3 @@ def test_rule_hit_counts_equal_the_one_plan_definition(rules: RuleSet) -> None:
     expected = _reference_hit_counts(frame, column="text", rules=rules).collect()
     assert_frame_equal(got, expected)
     assert got.height > 20 and got["hits"].sum() > 2 * len(FIXTURE_SECRETS)
-
-
-def _decoded(value: object) -> list[str]:
-    from tests.transforms.test_redact import _decoded_strings
-
-    return list(_decoded_strings(value))
-
-
-def test_a_line_flagged_without_key_words_decodes_to_strings_without_key_words(
-    rules: RuleSet,
-) -> None:
-    from memkiln.transforms.lines import clean_lines
-
-    source = rules.external
-    assert source is not None
-    lines: list[str] = []
-    for i, k in enumerate(source.keywords):
-        # the key word as is, with a letter escaped (printable: decoded before the passes),
-        # next to escapes the passes do not decode, and split by them (no key word then)
-        esc = "".join(f"\\u{ord(c):04x}" if j == 1 else c for j, c in enumerate(k))
-        cut = k[:2] + "\\n" + k[2:]
-        for text in (f"x {k}", f"y{esc}z", f"\\u00e9{k}\\t", f"a\\\\{k}", f"b {cut}", f"{i}"):
-            lines.append('{"t":"' + text + '"}')
-    lines += [build(fx) for fx in FIXTURE_SECRETS for build in PLACEMENTS.values()]
-    frame = pl.LazyFrame({"line": lines, "lossy": [None] * len(lines)})
-    out = clean_lines(frame.cast({"lossy": pl.String}), rules=rules).collect()
-    flags = out["key_words"].to_list()
-    assert 0 < flags.count(False) < len(flags)
-    for line, flag in zip(out["line"].to_list(), flags, strict=True):
-        strings = pl.Series(_decoded(json.loads(line)) or [""], dtype=pl.String)
-        if not flag:
-            assert not source.keyword_rows(strings).any(), line
-
-
-def test_items_redacted_with_the_line_flags_equal_items_redacted_without(
-    rules: RuleSet,
-) -> None:
-    from memkiln.transforms.normalize import redact_items
-
-    texts = [t for t in _texts() if t is not None]
-    # the flags of the texts as the line pass gives them (here each item's text is its line)
-    flags = redact_flagged_series(pl.Series(texts), rules=rules)[1].to_list()
-    items = pl.LazyFrame(
-        {
-            "role": ["user"] * len(texts),
-            "name": [None] * len(texts),
-            "call_id": texts,
-            "text": texts,
-            "parts": [[{"type": "text", "text": t}] for t in texts],
-            "key_words": flags,
-        }
-    ).cast({"name": pl.String})
-    with_flags = redact_items(items, rules=rules, key_words="key_words").collect()
-    without = redact_items(items, rules=rules).collect()
-    assert_frame_equal(with_flags, without)
-    assert 0 < flags.count(False) < len(flags)
-    assert (with_flags["text"] != pl.Series(texts)).sum() > len(FIXTURE_SECRETS)
