@@ -42,8 +42,8 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         [
             "tests/transforms/test_redact.py",
             "tests/transforms/test_redact_mutants.py",
-            # the engine's line flags, hits counted while redacting, the maintained rule
-            # source and the key-word rule, and the line pass that calls them
+            # hits counted while redacting, the maintained rule source and the key-word
+            # rule, and the items' and lines' redaction that calls them
             "tests/transforms/test_redact_engine.py",
             "tests/transforms/test_redact_counted.py",
             "tests/transforms/test_redact_source.py",

@@ -205,6 +205,51 @@ def test_secrets_in_archive_paths_cwd_and_remote_are_not_stored(tmp_path: Path) 
     assert query(db, "select count(*) from files") == [(1,)]
 
 
+def test_a_secret_in_any_field_a_line_gives_the_store_is_redacted(tmp_path: Path) -> None:
+    """Lines are parsed before they are redacted; what the store takes from them is redacted
+    once built. A secret where no session puts one (the session id, a record or item type, a
+    tool's name or call id, a Claude Code session and agent id, a line that goes to
+    quarantine) is still not stored."""
+    codex = [
+        meta(GITHUB, "2026-03-01T10:00:00.000Z"),
+        {"timestamp": "2026-03-01T10:00:01.000Z", "type": f"event {AWS}", "payload": {}},
+        {"timestamp": "2026-03-01T10:00:02.000Z", "type": "response_item",
+         "payload": {"type": f"tool {AWS}", "name": GITHUB, "call_id": AWS}},
+        {"timestamp": "2026-03-01T10:00:03.000Z", "type": "response_item",
+         "payload": {"type": "function_call", "name": f"run {GITHUB}", "call_id": f"c {AWS}",
+                     "arguments": "{}"}},
+        user("hello"),
+        [f"not an object {GITHUB}"],
+        '{"timestamp": "2026-03-01T10:00:06.000Z", "cut": "' + AWS,
+    ]  # fmt: skip
+    claude = [
+        {"sessionId": GITHUB, "agentId": AWS, "type": "user", "cwd": "/home/dev/app",
+         "timestamp": "2026-03-01T10:00:00.000Z", "gitBranch": f"fix/{GITHUB}",
+         "message": {"role": "user", "content": "hello"}},
+    ]  # fmt: skip
+    archive = tmp_path / "archive"
+    write(archive / "sessions" / "rollout-2026-03-01T10-00-00-x.jsonl", codex)
+    write(archive / "claude" / "project" / "5f0c0000-0000-4000-8000-000000000009.jsonl", claude)
+    db = tmp_path / "m.duckdb"
+
+    summary = ingest(archive, db)
+
+    assert summary.rollouts == 2 and summary.quarantined == 2
+    texts = store_texts(db)
+    assert [(where, value[:80]) for where, value in texts if AWS in value or GITHUB in value] == []
+    redacted = {where for where, value in texts if "[REDACTED_SECRET]" in value}
+    assert {
+        "rollouts.rollout_id",
+        "rollouts.parent_id",
+        "rollouts.git_branch",
+        "items.record_type",
+        "items.item_type",
+        "items.name",
+        "items.call_id",
+        "quarantine.excerpt",
+    } <= redacted
+
+
 # -- 8. symbolic links ----------------------------------------------------------------------
 
 

@@ -1,5 +1,6 @@
--- Pull, from each redacted line of a batch, the fields that the three rollout formats use,
--- and whether the line is valid JSON at all.
+-- Pull, from each line of a batch, the fields that the three rollout formats use, and whether
+-- the line is valid JSON at all. The lines are not redacted yet: this runs on the in-memory
+-- parser connection only, and what is built from the fields is redacted before it is stored.
 -- Each line is parsed once: one json_extract_string call with every path (a second, small
 -- parse only for has_payload, below). Objects and arrays come back as compact JSON text; a
 -- path that is absent gives null. A line that is not valid JSON gives null for every field
