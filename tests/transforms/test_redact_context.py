@@ -67,6 +67,11 @@ FORMS = [
     "stripeSecretKey: '{v}'",
     "the vendor SECRET key {v} was rotated",
     "DB_PASSWD := {v}",
+    # a JSON key whose closing quote is bare (a decoded tool output): no memkiln key rule
+    # names these key words
+    '{{"credential": "{v}"}}',
+    '{{"ASANA_PAT":"{v}"}}',
+    '{{"backup-credential" : "{v}"}}',
 ]
 
 
