@@ -365,7 +365,7 @@ def route(candidates: pl.Series, rules: SourceRules) -> dict[int, list[int]]:
 
 
 def _confirmed(
-    series: pl.Series, rules: SourceRules, marker: str, mask: pl.Series | None = None
+    series: pl.Series, rules: SourceRules, marker: str
 ) -> tuple[pl.Series, dict[str, str], Counter[str]]:
     """Candidate row mask, confirmed text -> its redaction, and matches replaced per rule.
 
@@ -374,8 +374,7 @@ def _confirmed(
     (``key: disableKeyboardA11y``) is left alone where it is only a word.
     """
     hits: Counter[str] = Counter()
-    if mask is None:
-        mask = rules.keyword_rows(series)
+    mask = rules.keyword_rows(series)
     if not mask.any():
         return mask, {}, hits
     candidates = series.filter(mask)
@@ -443,19 +442,16 @@ def _secrets_of(spans: pl.Series, pattern: str) -> dict[str, str]:
     )
 
 
-def redact_source_series(
-    series: pl.Series, rules: SourceRules, marker: str, keyword_rows: pl.Series | None = None
-) -> pl.Series:
-    """``series`` with the secrets the external rules confirm replaced by ``marker``;
-    ``keyword_rows``, when given, is ``rules.keyword_rows(series)`` already computed."""
-    return redact_source_with_hits(series, rules, marker, keyword_rows)[0]
+def redact_source_series(series: pl.Series, rules: SourceRules, marker: str) -> pl.Series:
+    """``series`` with the secrets the external rules confirm replaced by ``marker``."""
+    return redact_source_with_hits(series, rules, marker)[0]
 
 
 def redact_source_with_hits(
-    series: pl.Series, rules: SourceRules, marker: str, keyword_rows: pl.Series | None = None
+    series: pl.Series, rules: SourceRules, marker: str
 ) -> tuple[pl.Series, dict[str, int]]:
     """:func:`redact_source_series` and :func:`source_hits` of ``series`` in one search."""
-    mask, found, hits = _confirmed(series, rules, marker, keyword_rows)
+    mask, found, hits = _confirmed(series, rules, marker)
     if not found:
         return series, dict(hits)
     keys = sorted(found, key=len, reverse=True)  # a text that contains another goes whole
