@@ -31,6 +31,11 @@ INGEST_DUCKDB_MEMORY = "256MB"
 #: (bench/RESULTS.md, "ingest CPU, session 15").
 INGEST_DUCKDB_THREADS = 1
 
+#: DuckDB threads of the in-memory connection that parses an ingest batch's JSON. With two,
+#: each thread's parse buffers came on top of the other's: the prepare step's peak memory was
+#: about 130 MB higher for the same CPU (bench/RESULTS.md, "ingest CPU, session 16").
+PARSER_DUCKDB_THREADS = 1
+
 #: Polars' engine for the queries of an ingest batch: its frames are batch-sized, and the
 #: streaming engine (Polars' default) cost ~15% more CPU on them in its set-up and threads than
 #: the in-memory one (bench/RESULTS.md, "ingest CPU, session 15").

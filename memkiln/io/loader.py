@@ -19,7 +19,12 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from memkiln.constants import POLARS_ENGINE, QUARANTINE_EXCERPT_CHARS, SEGMENT_BYTES
+from memkiln.constants import (
+    PARSER_DUCKDB_THREADS,
+    POLARS_ENGINE,
+    QUARANTINE_EXCERPT_CHARS,
+    SEGMENT_BYTES,
+)
 from memkiln.io.archive import FileBytes, FileStat, content_hash, path_key, read_file
 from memkiln.io.rules import load_rules
 from memkiln.io.store import execute, fetch_pl, now, sql, transaction
@@ -161,10 +166,12 @@ def prepare_batch_ipc(batch_ipc: bytes) -> dict[str, Any]:
 
 
 def json_parser() -> duckdb.DuckDBPyConnection:
-    """An in-memory DuckDB connection used only as the JSON parser of :func:`prepare_batch`.
-    Its results come back as Arrow string views, which Polars takes without copying them."""
+    """An in-memory DuckDB connection used only as the JSON parser of :func:`prepare_batch`,
+    on one thread (``PARSER_DUCKDB_THREADS``). Its results come back as Arrow string views,
+    which Polars takes without copying them."""
     parser = duckdb.connect()
     parser.execute(sql("set_arrow_string_view"))
+    execute(parser, "set_threads", threads=PARSER_DUCKDB_THREADS)
     return parser
 
 
