@@ -41,13 +41,14 @@ PARSER_DUCKDB_THREADS = 1
 #: the in-memory one (bench/RESULTS.md, "ingest CPU, session 15").
 POLARS_ENGINE: Final = "in-memory"
 
-#: Polars' allocator (jemalloc, configured by this variable when Polars is loaded) keeps the
-#: pages it frees for about 10 s before giving them back to the kernel, instead of giving them
-#: back as soon as they age out of its first cache: ingest frees and allocates batch-sized
-#: buffers all the time, and getting fresh pages from the kernel cost it about 7% of its CPU
-#: (bench/RESULTS.md, "ingest CPU, session 15"). The console script sets it unless it is set.
+#: How long Polars' allocator (jemalloc, configured by this variable when Polars is loaded)
+#: keeps the pages it frees before giving them back to the kernel (Polars' own: 0.5 s, then
+#: 1 s). Longer saves CPU (10 s: about 7% of an ingest's) but the pages kept add up over a long
+#: ingest: with 10 s the peak grew from 0.74 GB (100 MiB archive) to 0.99 GB (1.6 GiB), with
+#: 1 s to 0.84 GB (bench/RESULTS.md, "ingest CPU, sessions 15 and 16"). The console script sets
+#: it unless it is set; a user who would trade memory for CPU can set 10000 themselves.
 POLARS_ALLOCATOR_ENV = "_RJEM_MALLOC_CONF"
-POLARS_ALLOCATOR_CONF = "dirty_decay_ms:10000,muzzy_decay_ms:10000"
+POLARS_ALLOCATOR_CONF = "dirty_decay_ms:1000,muzzy_decay_ms:1000"
 
 #: Characters of a bad line kept, redacted, in the quarantine table.
 QUARANTINE_EXCERPT_CHARS = 200
