@@ -12,8 +12,8 @@ import pytest
 
 from memkiln.constants import INGEST_DUCKDB_THREADS, PARSER_DUCKDB_THREADS
 from memkiln.flows import plain_ingest
-from memkiln.io import loader
 from memkiln.flows.ingest import ingest_archive
+from memkiln.io import loader
 from memkiln.settings import Settings
 
 
