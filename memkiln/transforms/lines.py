@@ -1,9 +1,9 @@
 """From raw file bytes to a frame of lines, and the per-line decisions before parsing.
 
 ``split_lines`` turns a batch of decompressed files into one Arrow-backed frame (one row per
-line) without a Python loop over lines. ``clean_lines`` replaces blobs by size notes and
-writes out escaped ASCII. ``classify_lines`` decides, from the JSON validity DuckDB reports, which
-lines are items and which go to quarantine, with a fixed reason.
+line) without a Python loop over lines. ``clean_lines`` replaces blobs by size notes.
+``classify_lines`` decides, from the JSON validity DuckDB reports, which lines are items and
+which go to quarantine, with a fixed reason.
 """
 
 from __future__ import annotations
@@ -146,20 +146,15 @@ def _decode_utf8(binary: pl.Series) -> tuple[pl.Series, pl.Series]:
 
 
 def clean_lines(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
-    """Replace base64 blobs by a note and write out escaped ASCII, in the ``line`` column.
+    """Replace base64 blobs by a note, in the ``line`` column, and redact ``lossy``.
 
-    Adds ``omitted_bytes`` (bytes removed as blobs). Both steps keep a valid JSON line valid.
-    The line itself is not redacted here: it is only parsed, in memory, and every part of it
-    that is stored is redacted once parsed (``normalize.redact_items``,
-    ``normalize.redact_rollouts``, and the quarantined lines before their excerpt is cut).
-    ``lossy`` (a line that is not valid UTF-8, quarantined as it is) is redacted here.
+    Adds ``omitted_bytes`` (bytes removed as blobs). A valid JSON line stays valid. The line
+    itself is not redacted here, nor its JSON escapes decoded: it is only parsed, in memory,
+    and every part of it that is stored is decoded and redacted once parsed
+    (``normalize.redact_items``, ``normalize.redact_rollouts``, and the quarantined lines
+    before their excerpt is cut). ``lossy`` (a line that is not valid UTF-8, quarantined as it
+    is) is redacted here.
     """
-    return _without_blobs(lf, rules=rules).with_columns(line=pl.col("decoded")).drop("decoded")
-
-
-def _without_blobs(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
-    """Blobs replaced by a note (``omitted_bytes``), the line with escaped ASCII written out
-    (``decoded``) and ``lossy`` redacted."""
     # only the lines holding a blob are rewritten (a replace_all writes every line again)
     without_blobs = pl.col("line").map_batches(
         _without_blob_rows, return_dtype=pl.String, is_elementwise=True
@@ -170,9 +165,9 @@ def _without_blobs(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
             omitted_bytes=(
                 pl.col("line").str.len_bytes() - pl.col("without_blobs").str.len_bytes()
             ).cast(pl.Int32),
-            decoded=unescape_expr(pl.col("without_blobs")),
             lossy=_redact_lossy(pl.col("lossy"), rules=rules),
         )
+        .with_columns(line=pl.col("without_blobs"))
         .drop("without_blobs")
     )
 
@@ -258,7 +253,7 @@ def quarantine_excerpts(bad: pl.DataFrame, *, rules: RuleSet) -> tuple[pl.Series
     """The excerpt of each quarantined line (``line``, else the already redacted ``lossy``)
     and the hits per rule: the whole line is redacted before it is cut, so a secret is never
     cut in two where no rule would see it."""
-    line, hits = redact_counted_series(bad["line"], rules=rules, unescape=False)
+    line, hits = redact_counted_series(bad["line"], rules=rules)
     excerpt = (
         bad.select(pl.coalesce(line, "lossy").str.slice(0, QUARANTINE_EXCERPT_CHARS))
         .to_series()
