@@ -15,6 +15,7 @@ strings, never pickled rows.
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import socket
@@ -33,6 +34,11 @@ F = TypeVar("F")
 #: Worker processes of the local Dask cluster (``--task-runner dask`` without an address):
 #: one per core, one thread each (Polars and DuckDB use more threads inside a task).
 LOCAL_DASK_WORKERS = max(1, min(os.cpu_count() or 1, 8))
+
+#: What a worker of a local cluster logs, with a traceback, when its heartbeat meets the
+#: scheduler (in the flow's process) already closed: the run is ending (stopped, or done), and
+#: the user's terminal gets the run's own line instead.
+HEARTBEAT_AFTER_SCHEDULER = "Failed to communicate with scheduler during heartbeat."
 
 #: Task arguments Dask sends without its "large graph" warning (a chunk of 64 sessions'
 #: kept items, as Arrow IPC, was 19 MiB on the public corpus).
@@ -214,11 +220,13 @@ def stopped_with(runner: Any) -> Iterator[None]:
     """Within the block, a hard exit of this process (a second signal, or a stop once the
     Prefect server is gone: ``memkiln.io.signals``) first ends the worker processes of a
     local Dask cluster this run started; a normal end, or an error, closes the cluster
-    through the task runner itself."""
+    through the task runner itself. Its workers stop logging a heartbeat that found the
+    scheduler closed (``quiet_heartbeat_after_scheduler``): a race of the cluster's close."""
     pids = _local_worker_pids(runner)
     if not pids:
         yield
         return
+    runner.client.run(quiet_heartbeat_after_scheduler)
     from memkiln.io.signals import interruptible
 
     with interruptible(on_hard_exit=lambda: _terminate(pids)):
@@ -229,6 +237,19 @@ def _local_worker_pids(runner: Any) -> list[int]:
     if not _is_dask(runner) or getattr(runner, "address", None):
         return []
     return [int(pid) for pid in runner.client.run(os.getpid).values()]
+
+
+class _HeartbeatAfterScheduler(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != HEARTBEAT_AFTER_SCHEDULER
+
+
+def quiet_heartbeat_after_scheduler() -> None:
+    """In a worker process of a local cluster: drop ``HEARTBEAT_AFTER_SCHEDULER`` (only that
+    record; the worker's other messages stay). Idempotent."""
+    logger = logging.getLogger("distributed.worker")
+    if not any(isinstance(f, _HeartbeatAfterScheduler) for f in logger.filters):
+        logger.addFilter(_HeartbeatAfterScheduler())
 
 
 def _terminate(pids: list[int]) -> None:

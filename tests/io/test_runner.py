@@ -1,7 +1,9 @@
-"""The bounded, ordered window the flow uses to keep tasks in flight (memkiln/io/runner.py)."""
+"""Where a run's work executes (memkiln/io/runner.py): the bounded, ordered window the flow
+uses to keep tasks in flight, the runner's choice, and a local Dask cluster's workers."""
 
 from __future__ import annotations
 
+import os
 from concurrent.futures import Future
 
 import pytest
@@ -33,3 +35,60 @@ def test_the_thread_runner_leaves_a_flow_as_it_is_and_a_dask_address_needs_dask(
         task_runner("thread", "tcp://somewhere:8786")
     with pytest.raises(ConfigError):
         task_runner("spark")
+
+
+def test_a_heartbeat_after_the_scheduler_closed_is_dropped_and_nothing_else() -> None:
+    import logging
+
+    from memkiln.io.runner import HEARTBEAT_AFTER_SCHEDULER, quiet_heartbeat_after_scheduler
+
+    seen: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    logger = logging.getLogger("distributed.worker")
+    handler = Keep()
+    logger.addHandler(handler)
+    before = list(logger.filters)
+    try:
+        quiet_heartbeat_after_scheduler()
+        quiet_heartbeat_after_scheduler()  # twice: one filter
+        assert len(logger.filters) == len(before) + 1
+        logger.error(HEARTBEAT_AFTER_SCHEDULER)
+        logger.error("Worker stream died during communication")
+        logger.warning("Scheduler was unaware of this worker; shutting down.")
+    finally:
+        logger.removeHandler(handler)
+        logger.filters[:] = before
+    assert seen == [
+        "Worker stream died during communication",
+        "Scheduler was unaware of this worker; shutting down.",
+    ]
+
+
+def test_the_workers_of_a_local_cluster_drop_that_heartbeat_while_a_phase_runs() -> None:
+    from memkiln.io.runner import quiet_heartbeat_after_scheduler, stopped_with
+
+    ran: list[object] = []
+
+    class Client:
+        def run(self, function: object) -> dict[str, int]:
+            ran.append(function)
+            return {"tcp://127.0.0.1:1": os.getpid()}
+
+    class DaskTaskRunner:  # the name is what marks a Dask runner
+        address = None
+        client = Client()
+
+    with stopped_with(DaskTaskRunner()):
+        assert quiet_heartbeat_after_scheduler in ran
+    ran.clear()
+
+    class Remote(DaskTaskRunner):
+        address = "tcp://sched:8786"  # a user's own cluster: its workers' logs are theirs
+
+    with stopped_with(Remote()):
+        pass
+    assert ran == []
