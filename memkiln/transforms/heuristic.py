@@ -70,9 +70,10 @@ DECISION = (
 )
 #: A user sentence that states a fact about the project or environment.
 FACT = (
-    r"(?i)\b(?:we use|we're using|our [\w\- ]{1,30} (?:is|are|uses|runs)|is located (?:in|at)|"
-    r"lives in|runs on|is deployed (?:to|on)|note that|fyi|"
-    r"the (?:api|db|database|server|repo|app|backend|frontend) (?:is|uses|runs))\b"
+    r"(?i)^(?:(?:fyi|note|btw)[,:]?\s+(?:that\s+)?)?(?:we use|we're using|we run|"
+    r"our [\w\- ]{1,30} (?:is|are|uses|runs|lives)|"
+    r"the (?:api|db|database|server|repo|app|backend|frontend|ci|build) (?:is|uses|runs|lives)|"
+    r"[\w./-]+ (?:is deployed (?:to|on)|runs on|lives in|is located (?:in|at)))\b"
 )
 #: The user's approval, at the start of their message ("thanks, works now"); a later
 #: request that merely mentions "works" ("whatever works the best…") is not approval.
@@ -111,6 +112,14 @@ NOT_DONE_CLAIM = (
     r"(?i)\b(?:could not|couldn't|unable to|was not able|wasn't able|cannot|can't|still fail\w*|"
     r"not (?:yet )?(?:fixed|working|resolved)|blocked|did not manage|didn't manage|"
     r"(?:tests?|build) (?:still )?fail\w*)\b"
+)
+#: One-off actions: they ran once for this session's work and are not a procedure to repeat
+#: (commits, pushes, edits in place, file moves).
+ONE_OFF_COMMAND = (
+    r"^(?:git (?:add|commit|push|pull|fetch|checkout|switch|merge|tag|stash|restore|rm|mv|"
+    r"cherry-pick|revert|clone|init|reset)|gh (?:issue|pr|release|repo) (?:create|comment|"
+    r"close|edit|merge)|sed -i|perl -[a-z]*i|mkdir|mv|cp|rm|touch|chmod|chown|ln|kill|pkill|"
+    r"killall|npm version|npm publish|cargo publish|twine upload)\b"
 )
 #: Read-only inspection: never remembered as a command that worked.
 TRIVIAL_COMMAND = (
@@ -351,9 +360,7 @@ def _calls(items: pl.DataFrame) -> pl.DataFrame:
         stored_failed=pl.col("call_failed") if structured else pl.lit(None, dtype=pl.Boolean),
     )
     outputs = (
-        items.filter(
-            pl.col("item_type").is_in(["function_call_output", "custom_tool_call_output"])
-        )
+        items.filter(pl.col("item_type").is_in(["function_call_output", "custom_tool_call_output"]))
         .group_by("call_id", maintain_order=True)
         .agg(output=pl.col("text").drop_nulls().str.join("\n"))
     )
@@ -592,6 +599,7 @@ def _worked(calls: pl.DataFrame) -> list[str]:
             not plain
             or len(plain) > 120
             or re.search(TRIVIAL_COMMAND, plain)
+            or re.search(ONE_OFF_COMMAND, plain)
             or risk_reason(plain) is not None
         ):
             continue
@@ -620,10 +628,14 @@ def _failures(calls: pl.DataFrame) -> list[str]:
     quoted as data, and the later related command that exited 0, if any."""
     out: list[str] = []
     seen: set[str] = set()
-    for row in calls.filter("failed").iter_rows(named=True):
-        what = normalize_command(row["command"]) if row["command"] else row["name"]
-        what = what or "a tool call"
-        if what in seen or risk_reason(what) is not None:
+    # a shell command's failure only: a file tool's miss is the agent's own slip
+    for row in calls.filter(pl.col("failed") & pl.col("command").is_not_null()).iter_rows(
+        named=True
+    ):
+        what = normalize_command(row["command"])
+        if not what or what in seen or risk_reason(what) is not None:
+            continue
+        if re.search(TRIVIAL_COMMAND, what):  # a look around that missed: a slip
             continue
         seen.add(what)
         fix = ""
