@@ -119,7 +119,8 @@ ONE_OFF_COMMAND = (
     r"^(?:git (?:add|commit|push|pull|fetch|checkout|switch|merge|tag|stash|restore|rm|mv|"
     r"cherry-pick|revert|clone|init|reset)|gh (?:issue|pr|release|repo) (?:create|comment|"
     r"close|edit|merge)|sed -i|perl -[a-z]*i|mkdir|mv|cp|rm|touch|chmod|chown|ln|kill|pkill|"
-    r"killall|npm version|npm publish|cargo publish|twine upload)\b"
+    r"killall|npm version|npm publish|cargo publish|twine upload|"
+    r"(?:npm|pnpm|yarn|bun) (?:run )?(?:publish|release|version\S*|deploy\S*))\b"
 )
 #: Read-only inspection: never remembered as a command that worked.
 TRIVIAL_COMMAND = (
@@ -136,7 +137,11 @@ COMMAND_NOISE = (
     (r"^(?:cd|pushd) (?:\\?\"[^\"]*\"|'[^']*'|[^&;|]+?)\s*(?:&&|;)\s*", ""),
     (r"\s*[12]?>&[12]", ""),
     (r"\s*[12]?>\s*/dev/null", ""),
-    (r"(?:\s*\|\s*(?:tail|head)(?:\s+-n)?(?:\s+-?\d+)?|\s*\|\s*cat|\s*\|\s*tee \S+)+\s*$", ""),
+    (
+        r"(?:\s*\|\s*(?:tail|head)(?:\s+-n)?(?:\s+-?\d+)?|\s*\|\s*cat|\s*\|\s*tee \S+|"
+        r"\s*\|\s*(?:grep|rg|less|more|sort|uniq)\b(?:[^|\"']|\"[^\"]*\"|'[^']*')*)+\s*$",
+        "",
+    ),
     (r"\s+", " "),
 )
 #: An output that shows a sandbox or permission denial (Codex's sandbox, EPERM, EACCES).
@@ -287,12 +292,15 @@ PASTED_PARAGRAPH = (
     r"(?m)```|^\s*>|^\s{4,}\S|^\s*(?:at |File \"|Traceback|\$ |[A-Z]:\\\\|/\S+:\d+)|"
     r"^\s*[\[{<]|\b(?:error|warning|info|debug)\s*[:\[]|\t"
 )
-#: A sentence start that can open a statement typed in lower case (the user's words), as
-#: opposed to the middle of a hard-wrapped sentence.
+#: A sentence start that can open a statement (not a continuation word: the middle of a
+#: sentence cut by a line break that was not joined).
 STATEMENT_START = (
-    r"^(?:[\"'(]?[\p{Lu}\p{Lo}]|(?i:i\b|i'|we\b|we'|you\b|our\b|please\b|always\b|"
-    r"never\b|don't\b|do not\b|avoid\b|from now on\b|going forward\b|let's\b|note\b|"
-    r"fyi\b|stop\b|no more\b|make sure\b))"
+    r"^[\"'(]?\p{L}"
+)
+#: A sentence that starts with a continuation word: the middle of a sentence.
+CONTINUATION = (
+    r"^(?:and|or|but|so|to|of|for|with|in|on|at|by|from|than|that|which|instead|because|"
+    r"as|the|a|an|then|just|only|also|too|etc)\b"
 )
 
 
@@ -323,6 +331,7 @@ def _sentences(texts: list[str], pattern: str, limit: int) -> list[str]:
             & (pl.col("t").str.len_chars().is_between(12, 300))
             & (pl.col("t").str.count_matches(r"\S+") >= 3)
             & pl.col("t").str.contains(STATEMENT_START)
+            & ~pl.col("t").str.contains(CONTINUATION)
             & ~pl.col("t").str.contains(QUESTION)
             & ~pl.col("t").str.contains(INSULT)
             & ~pl.col("t").str.contains(r"[{};]\s*$|[`]{3}")
@@ -579,6 +588,8 @@ class Task:
     files: list[str]
     outcome: str
     why: str
+    #: the task reached an end: the agent answered after its last tool call returned
+    finished: bool = True
 
 
 #: Characters of a quoted error line.
@@ -714,6 +725,8 @@ def _tasks(items: pl.DataFrame, calls: pl.DataFrame) -> list[Task]:
                 files=files,
                 outcome=outcome,
                 why=why,
+                finished=bool(answer)
+                and not (seg_calls.height and bool(seg_calls["pending"].to_list()[-1])),
             )
         )
     return out
@@ -744,13 +757,13 @@ def extract_heuristic(
         return NOOP
     calls = _calls(items)
     tasks = _tasks(items, calls)
-    # durable: what the user said, a failure and its fix, or work whose end was verified or
-    # judged; a session that stopped mid-way with nothing verified is the no-op answer
+    # durable: what the user said, a failure and its fix, or work the agent finished; a
+    # session that stopped mid-way with nothing else is the no-op answer
     durable = any(
         t.preferences
         or t.failures
         or any(k.startswith(("Decision:", "Fact:")) for k in t.knowledge)
-        or (t.outcome != "uncertain" and bool(t.files or t.commands))
+        or (t.finished and bool(t.files or t.commands))
         for t in tasks
     )
     if not tasks or not durable:
