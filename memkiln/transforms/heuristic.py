@@ -294,8 +294,11 @@ PASTED_PARAGRAPH = (
 )
 #: A sentence start that can open a statement (not a continuation word: the middle of a
 #: sentence cut by a line break that was not joined).
-STATEMENT_START = (
-    r"^[\"'(]?\p{L}"
+STATEMENT_START = r"^[\"'(]?\p{L}"
+#: A sentence that reports what happened ("I tried …", "got a crash"), not a standing rule.
+REPORT = (
+    r"(?i)\b(?:i|we) (?:tried|ran|got|saw|selected|noticed|clicked|opened|was|were|had|did|"
+    r"never saw|never got)\b|\bgot (?:a|an|the|this|that) \w+|\bshould never happen\b"
 )
 #: A sentence that starts with a continuation word: the middle of a sentence.
 CONTINUATION = (
@@ -332,6 +335,7 @@ def _sentences(texts: list[str], pattern: str, limit: int) -> list[str]:
             & (pl.col("t").str.count_matches(r"\S+") >= 3)
             & pl.col("t").str.contains(STATEMENT_START)
             & ~pl.col("t").str.contains(CONTINUATION)
+            & ~pl.col("t").str.contains(REPORT)
             & ~pl.col("t").str.contains(QUESTION)
             & ~pl.col("t").str.contains(INSULT)
             & ~pl.col("t").str.contains(r"[{};]\s*$|[`]{3}")
@@ -367,6 +371,7 @@ def _calls(items: pl.DataFrame) -> pl.DataFrame:
         "call_id",
         args="text",
         stored_failed=pl.col("call_failed") if structured else pl.lit(None, dtype=pl.Boolean),
+        stored_exit=pl.col("call_exit_code") if structured else pl.lit(None, dtype=pl.Int32),
     )
     outputs = (
         items.filter(pl.col("item_type").is_in(["function_call_output", "custom_tool_call_output"]))
@@ -374,7 +379,14 @@ def _calls(items: pl.DataFrame) -> pl.DataFrame:
         .agg(output=pl.col("text").drop_nulls().str.join("\n"))
     )
     command = shell_command(pl.col("args"))
-    out_text = pl.coalesce(pl.col("output").str.json_path_match("$.output"), "output")
+    # the output's own text: an older Codex JSON output's ``output``, without the leading
+    # ``Exit code:``/``Wall time:``/``Output:`` lines
+    out_text = pl.coalesce(pl.col("output").str.json_path_match("$.output"), "output").str.replace(
+        r"^(?:(?:Exit code|Wall time|Process exited with code)[^\n]*\n|Output:\n)+", ""
+    )
+    exited_zero = (pl.col("stored_exit") == 0).fill_null(False) | pl.col("output").str.contains(
+        EXIT_OK
+    ).fill_null(False)
     by_text = pl.col("output").str.contains(EXIT_FAILURE).fill_null(False)
     search_miss = (  # a search that finds nothing exits 1: not a failure
         pl.col("command").str.contains(r"^(?:cd [^&;]+&& ?)?(?:rg|grep|egrep|diff|test|\[) ")
@@ -393,7 +405,7 @@ def _calls(items: pl.DataFrame) -> pl.DataFrame:
         .with_columns(
             failed=(
                 pl.coalesce(pl.col("stored_failed"), by_text)
-                | pl.col("output").str.contains(DENIED).fill_null(False)
+                | (pl.col("output").str.contains(DENIED).fill_null(False) & ~exited_zero)
                 | (
                     pl.col("command").str.contains(HIDES_FAILURE).fill_null(False)
                     & out_text.str.contains(ERROR_LINE).fill_null(False)
