@@ -46,8 +46,9 @@ PREFERENCE = (
     r"would rather|'d rather|hate it when)|i'd prefer|(?:we|you) (?:always|never)|"
     r"from now on|going forward|in (?:the )?future|as a rule|by default|"
     r"(?:you|we) (?:must|should) (?:not |never |always )?(?:use|run|keep|avoid|write|"
-    r"commit|test|ask|check)|stop (?:doing|using|adding)|no more)\b"
-    r"|^(?:please,? )?(?:don't|do not|never|always|avoid)\b)"
+    r"commit|test|ask|check)|stop (?:doing|using|adding)|no more|"
+    r"(?:i|we) (?:don't|do not) (?:want|need|like)|i'd like you to (?:always|never))\b"
+    r"|^(?:please,? )?(?:don't|do not|never|always|avoid|prefer)\b)"
 )
 #: A sentence that asks rather than states (a question mark is not always typed).
 QUESTION = (
@@ -97,7 +98,10 @@ TEST_OR_BUILD = (
     r"cargo (?:test|build|check|clippy|nextest)|go (?:test|build|vet)|make\b|cmake --build|ctest|"
     r"mvn|gradle|gradlew|dotnet (?:test|build)|tsc\b|ruff|mypy|pyright|eslint|phpunit|rspec|"
     r"rake test|swift (?:test|build)|xcodebuild|python3? -m (?:pytest|unittest)|unittest|"
-    r"(?:mise|just|task|uv|poetry|hatch|pdm|deno|composer) (?:run )?(?:test|lint|build|check|ci)\b)"
+    r"(?:mise|just|task|uv|poetry|hatch|pdm|deno|composer) (?:run )?(?:test|lint|build|check|ci)\b|"
+    # running the program the task changed: a run or seed script
+    r"python3? (?:-m )?[\w./-]+(?:\.py)?(?:\s|$)|node [\w./-]+\.[cm]?js\b|"
+    r"(?:npm|pnpm|yarn|bun) (?:run )?(?:start|seed|dev)\b|cargo run|go run|mise run|uv run)"
 )
 #: The agent's final answer reports a completed task, or one it could not complete.
 DONE_CLAIM = (
@@ -300,6 +304,17 @@ REPORT = (
     r"(?i)\b(?:i|we) (?:tried|ran|got|saw|selected|noticed|clicked|opened|was|were|had|did|"
     r"never saw|never got)\b|\bgot (?:a|an|the|this|that) \w+|\bshould never happen\b"
 )
+#: A one-off request, even when it says "always" or "don't": a change asked for now
+#: ("Also remove the -o option and always write to …"), or an instruction for the moment
+#: ("don't make any changes yet").
+ONE_OFF_REQUEST = (
+    r"(?i)^(?:(?:yes|ok(?:ay)?|also|and|then|now|so|alright|right)[,.!]?\s+)*(?:please\s+)?"
+    r"(?:remove|make|add|change|update|rename|move|fix|create|implement|replace|delete|write|"
+    r"put|set|do it|let's|go ahead|try)\b|\b(?:yet|for now|right now|this time|today|"
+    r"at the moment|in this (?:pr|commit|change))\b"
+)
+#: A clause that starts a preference after a comma or semicolon.
+CLAUSE_BREAK = r"([,;])\s+((?i:i'd prefer|i prefer|we prefer|i (?:always|never)|always|never)\b)"
 #: A sentence that starts with a continuation word: the middle of a sentence.
 CONTINUATION = (
     r"^(?:and|or|but|so|to|of|for|with|in|on|at|by|from|than|that|which|instead|because|"
@@ -325,10 +340,15 @@ def _sentences(texts: list[str], pattern: str, limit: int) -> list[str]:
     if not texts:
         return []
     frame = pl.DataFrame({"t": [own_words(t) for t in texts]}, schema={"t": pl.String}).select(
-        pl.col("t").str.replace_all(r"([.!?])\s+", "${1}\n").str.split("\n").explode()
+        pl.col("t")
+        .str.replace_all(r"([.!?])\s+", "${1}\n")
+        .str.replace_all(CLAUSE_BREAK, "${1}\n${2}")  # "do it there, I'd prefer …": two sentences
+        .str.split("\n")
+        .explode()
     )
     hits = (
         frame.select(pl.col("t").str.strip_chars().str.replace(LIST_MARKER, "").str.strip_chars())
+        .filter(~pl.col("t").str.contains(ONE_OFF_REQUEST) if pattern == PREFERENCE else True)
         .filter(
             pl.col("t").str.contains(pattern)
             & (pl.col("t").str.len_chars().is_between(12, 300))
@@ -420,6 +440,14 @@ def _calls(items: pl.DataFrame) -> pl.DataFrame:
             & ~pl.col("command").str.contains("<<")
         )
         .with_columns(pl.col("is_check", "failed").fill_null(False))
+        .with_columns(  # a check piped into head/tail/grep hides its exit: its errors decide
+            failed=pl.col("failed")
+            | (
+                pl.col("is_check")
+                & pl.col("command").str.contains(r"\|\s*(?:head|tail|grep|rg)\b").fill_null(False)
+                & out_text.str.contains(r"(?m)\berror\b|\bERR!|^FAIL\b|\bfailed\b").fill_null(False)
+            )
+        )
         .sort("seq")
     )
 
@@ -737,20 +765,22 @@ def _tasks(items: pl.DataFrame, calls: pl.DataFrame) -> list[Task]:
                 files=files,
                 outcome=outcome,
                 why=why,
+                # answered, and its last call returned or an earlier request of it got its
+                # turn (the user asked something new after it)
                 finished=bool(answer)
-                and not (seg_calls.height and bool(seg_calls["pending"].to_list()[-1])),
+                and (
+                    not (seg_calls.height and bool(seg_calls["pending"].to_list()[-1]))
+                    or len({" ".join(r.lower().split()) for r in asked}) > 1
+                ),
             )
         )
     return out
 
 
 def _overall(tasks: list[Task]) -> str:
-    """The session's outcome: the worst of its tasks that had a signal."""
-    judged = [t.outcome for t in tasks if t.outcome != "uncertain"]
-    for outcome in ("fail", "partial", "success"):
-        if outcome in judged:
-            return outcome
-    return "uncertain"
+    """The session's outcome: its end state, the outcome of its last task (an earlier task
+    that failed and was followed by more work does not decide it)."""
+    return tasks[-1].outcome if tasks else "uncertain"
 
 
 def extract_heuristic(
@@ -773,9 +803,8 @@ def extract_heuristic(
     # session that stopped mid-way with nothing else is the no-op answer
     durable = any(
         t.preferences
-        or t.failures
         or any(k.startswith(("Decision:", "Fact:")) for k in t.knowledge)
-        or (t.finished and bool(t.files or t.commands))
+        or (t.finished and bool(t.files or t.commands or t.failures))
         for t in tasks
     )
     if not tasks or not durable:

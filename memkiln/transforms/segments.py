@@ -35,7 +35,7 @@ CONTEXT_BLOCK = (
 )
 #: A message that is only a slash command (``/model opus``, ``/clear``): an instruction to the
 #: tool, not a request.
-SLASH_COMMAND = r"^/[\w.:-]+(?: [^\n]{0,60})?$"
+SLASH_COMMAND = r"^/[\w.:-]+(?: [ -~]{0,40})?$"  # short ASCII arguments: a setting, not a request
 #: An explicit switch of topic at the start of a message.
 TOPIC_SWITCH = (
     r"(?i)^(?:ok(?:ay)?[,.!]?\s+|great[,.!]?\s+|thanks[,.!]?\s+|good[,.!]?\s+|perfect[,.!]?\s+)?"
