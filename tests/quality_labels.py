@@ -41,7 +41,9 @@ class Score:
 
     @property
     def preference_recall(self) -> float:
-        return self.preferences_found / self.preferences_labelled if self.preferences_labelled else 0.0
+        return (
+            self.preferences_found / self.preferences_labelled if self.preferences_labelled else 0.0
+        )
 
 
 def _flat(text: str) -> str:

@@ -219,6 +219,13 @@ def _session_index(task_rows: pl.DataFrame) -> list[str]:
     its summary file."""
     if task_rows.is_empty():
         return []
+    defaults = {
+        "rollout_id": pl.col("stem"),
+        "keywords": pl.lit(""),
+        "session_outcome": pl.col("outcome"),
+    }
+    missing = {k: v for k, v in defaults.items() if k not in task_rows.columns}
+    task_rows = task_rows.with_columns(**missing) if missing else task_rows
     sessions = (
         task_rows.group_by("rollout_id", maintain_order=True)
         .agg(
@@ -297,8 +304,14 @@ def render_memory_summary(
                 over = mid
         lines = lines[:fits]
     out = text(lines)
-    if count_tokens(out) > max_tokens:  # the head alone is over: keep the guidance line only
-        out = MEMORY_GUIDANCE + "\n"
+    if count_tokens(out) > max_tokens:  # the head alone is over: the guidance, the rest cut
+        first = MEMORY_GUIDANCE + "\n"
+        rest, _ = truncate_middle(
+            out.removeprefix(first), max(max_tokens - count_tokens(first) - 1, 0)
+        )
+        rest = rest if rest.endswith("\n") else rest + "\n"
+        # the guidance line is the floor, whatever the budget
+        out = first + rest if count_tokens(first + rest) <= max_tokens else first
     return out
 
 

@@ -314,7 +314,7 @@ ONE_OFF_REQUEST = (
     r"at the moment|in this (?:pr|commit|change))\b"
 )
 #: A clause that starts a preference after a comma or semicolon.
-CLAUSE_BREAK = r"([,;])\s+((?i:i'd prefer|i prefer|we prefer|i (?:always|never)|always|never)\b)"
+CLAUSE_BREAK = r"([,;])\s+((?i:i'd prefer|i prefer|we prefer|i'd rather|we'd rather)\b)"
 #: A sentence that starts with a continuation word: the middle of a sentence.
 CONTINUATION = (
     r"^(?:and|or|but|so|to|of|for|with|in|on|at|by|from|than|that|which|instead|because|"
@@ -597,21 +597,23 @@ TITLE_CHARS = 72
 
 
 def topic_title(request: str) -> str:
-    """A short topic title for a task: the request's first substantive line, its first
-    sentence, without filler openings ("ok, can you please …"), insults or markup, cut at a
-    word boundary; the request's first line when nothing is left."""
+    """A short topic title for a task: the request's first substantive line without filler
+    openings ("ok, can you please …"), insults or markup; when that is long, its first
+    sentence, cut at a word boundary."""
     line = _title_line(request)
-    sentence = re.split(r"(?<=[.!?])\s", line, maxsplit=1)[0]
+    title = line.strip()
     for _ in range(3):
-        sentence = re.sub(FILLER, "", sentence.strip())
-    sentence = re.sub(INSULT, "", sentence)
-    sentence = re.sub(r"[`*_#<>\[\]]+", "", sentence)
-    sentence = " ".join(sentence.split()).strip(" ,.;:!-")
-    if len(sentence.split()) < 2:
-        sentence = " ".join(line.split())
-    if len(sentence) > TITLE_CHARS:
-        sentence = sentence[: TITLE_CHARS + 1].rsplit(" ", 1)[0].rstrip(" ,.;:") + "…"
-    return sentence[:1].upper() + sentence[1:]
+        title = re.sub(FILLER, "", title.strip())
+    title = re.sub(INSULT, "", title)
+    title = re.sub(r"[`*_#<>\[\]]+", "", title)
+    title = " ".join(title.split()).strip(" ,;:-")
+    if len(title.split()) < 2:
+        title = " ".join(line.split())
+    if len(title) > TITLE_CHARS:
+        title = re.split(r"(?<=[.!?])\s", title, maxsplit=1)[0]
+    if len(title) > TITLE_CHARS:
+        title = title[: TITLE_CHARS + 1].rsplit(" ", 1)[0].rstrip(" ,.;:") + "…"
+    return title[:1].upper() + title[1:]
 
 
 @dataclass(frozen=True)
@@ -685,8 +687,6 @@ def _failures(calls: pl.DataFrame) -> list[str]:
     ):
         what = normalize_command(row["command"])
         if not what or what in seen or risk_reason(what) is not None:
-            continue
-        if re.search(TRIVIAL_COMMAND, what):  # a look around that missed: a slip
             continue
         seen.add(what)
         fix = ""

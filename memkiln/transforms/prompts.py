@@ -185,7 +185,7 @@ def build_stage_one_merge_input(
     )
 
 
-CONSOLIDATION_PROMPT_VERSION = "consolidate-v1"
+CONSOLIDATION_PROMPT_VERSION = "consolidate-v2"  # v2: the guidance line, do/avoid, topic index
 
 
 @dataclass(frozen=True)
