@@ -26,6 +26,9 @@ except ImportError:  # pragma: no cover - the wheel is a dependency; this is the
 
 __all__ = ["available", "rows_holding"]
 
+#: Rows copied out of Polars at a time.
+SLICE_ROWS = 4096
+
 
 def available() -> bool:
     """Is Hyperscan installed?"""
@@ -66,9 +69,10 @@ def rows_holding(series: pl.Series, literals: tuple[str, ...]) -> pl.Series | No
         found[-1] = True
         return True
 
-    for text in series.to_list():
-        found.append(False)
-        if text:
-            with contextlib.suppress(hs.ScanTerminated):
-                database.scan(text.encode("utf-8", "surrogatepass"), first, scratch=scratch)
+    for start in range(0, len(series), SLICE_ROWS):  # a slice at a time: bounded copies
+        for text in series.slice(start, SLICE_ROWS).to_list():
+            found.append(False)
+            if text:
+                with contextlib.suppress(hs.ScanTerminated):
+                    database.scan(text.encode("utf-8", "surrogatepass"), first, scratch=scratch)
     return pl.Series(series.name, found, dtype=pl.Boolean)

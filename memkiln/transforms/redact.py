@@ -51,6 +51,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.resources
+import operator
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -162,7 +163,7 @@ class RuleSet:
 
     rules: tuple[Rule, ...]
     passes: tuple[Pass, ...]
-    any_pattern: str  # every rule in one alternation: flags rows, counts leftovers
+    any_pattern: str  # every rule in one alternation: counts leftovers
     source: str
     context: tuple[ContextRule, ...] = ()  # entropy-gated keyword rules, after the passes
     external: SourceRules | None = None  # a maintained rule set's, after the passes
@@ -552,7 +553,7 @@ def _redact(
         return series, hits
     if unescape:
         series = unescape_series(series)
-    flagged = series.str.contains(rules.any_pattern)
+    flagged = flag_rows(series, rules)
     if hits is None:
         series = rewrite_rows(series, flagged, functools.partial(_passes, rules=rules))
     else:
@@ -588,7 +589,9 @@ def _last_steps(series: pl.Series, rules: RuleSet) -> tuple[pl.Series, dict[str,
             series, rules.encoded, REDACTED, _without_encoded(rules)
         )
     for rule, alone in rules.alone:
-        held = series.str.contains_any(list(rule.literals)).fill_null(False)
+        held = functools.reduce(
+            operator.or_, (series.str.contains(k, literal=True) for k in rule.literals)
+        ).fill_null(False)
         if held.any():
             flagged = held & series.str.contains(alone.pattern).fill_null(False)
             if flagged.any():
@@ -615,6 +618,39 @@ def _last_steps(series: pl.Series, rules: RuleSet) -> tuple[pl.Series, dict[str,
 
 def _replace_all(series: pl.Series, *, pattern: str, by: str) -> pl.Series:
     return series.str.replace_all(pattern, by)
+
+
+def flag_rows(series: pl.Series, rules: RuleSet) -> pl.Series:
+    """The rows one of the passes' rules matches (null rows: false): the rows
+    ``rules.any_pattern`` matches, searched with :func:`flag_patterns` one after the other."""
+    found = pl.Series(series.name, [False] * len(series), dtype=pl.Boolean)
+    for pattern in flag_patterns(rules):
+        found = found | series.str.contains(pattern).fill_null(False)
+    return found
+
+
+#: Key-value rules per alternation when rows are flagged (measured on session rows: the 28 rules
+#: of the keyed pass in one alternation 0.105 CPU-s, in two 0.064, in three 0.073).
+FLAG_GROUP = 16
+
+
+def flag_patterns(rules: RuleSet) -> tuple[str, ...]:
+    """The alternations that flag rows together as ``rules.any_pattern`` alone would: one per
+    pass, the keyed pass in groups of ``FLAG_GROUP`` rules. The whole rule set in one
+    alternation outgrows the regex engine's lazy-automaton cache (2.8 times slower on
+    session rows than these, ``bench/RESULTS.md``); the token pass, literal-led, is fastest
+    whole."""
+    return _flag_patterns(rules.rules)
+
+
+@functools.cache
+def _flag_patterns(rules: tuple[Rule, ...]) -> tuple[str, ...]:
+    out: list[str] = []
+    for name in PASS_ORDER:
+        members = [rule.pattern for rule in rules if rule.pass_name == name]
+        size = FLAG_GROUP if name == "keyed" else max(len(members), 1)
+        out += [_alternation(members[i : i + size]) for i in range(0, len(members), size)]
+    return tuple(out)
 
 
 def _passes(series: pl.Series, rules: RuleSet) -> pl.Series:
@@ -681,7 +717,7 @@ def _hits_of(text: pl.Series, rules: RuleSet) -> dict[str, int]:
     out (the key-word pass may name a rule with 0)."""
     text = text.drop_nulls()
     found: dict[str, int] = {}
-    flagged = text.str.contains(rules.any_pattern).fill_null(False)
+    flagged = flag_rows(text, rules)
     current = text.filter(flagged)
     for rule_pass in rules.passes:
         spans = current.str.extract_all(rule_pass.pattern).explode().drop_nulls()
