@@ -1,10 +1,13 @@
 """``memkiln redact``: scrub stdin or files to stdout with the rule set ingest uses.
 
 Users scrub a log or a transcript before pasting it anywhere. The text is redacted in chunks of
-whole lines (a private-key block inside a chunk is found whole), with the same Polars
-expression as ingest, so what the command removes is exactly what memkiln would have removed.
-Bytes that are not valid UTF-8 are written as U+FFFD. JSON escapes are not decoded here: the
-output is the input, byte for byte, except the secrets.
+whole lines (a private-key block inside a chunk is found whole), with the same rules as
+ingest, so what the command removes is exactly what memkiln would have removed. A chunk whose
+lines are all JSON objects (a session's JSONL) is redacted line by line, one row each: a JSON
+line holds no raw line break, so no secret spans two of them, and the rows no rule matches are
+skipped instead of every pass rewriting the whole chunk; any other chunk is one text. The hits
+per rule are counted while redacting. Bytes that are not valid UTF-8 are written as U+FFFD.
+JSON escapes are not decoded here: the output is the input, byte for byte, except the secrets.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import BinaryIO
 
 import polars as pl
 
-from memkiln.transforms.redact import RuleSet, redact_expr, rule_hit_counts
+from memkiln.transforms.redact import RuleSet, redact_counted_series
 
 __all__ = ["CHUNK_BYTES", "redact_chunks", "redact_streams"]
 
@@ -55,18 +58,21 @@ def _chunks(stream: BinaryIO, size: int) -> Iterator[bytes]:
         rest = data[cut + 1 :]
 
 
+def _rows(chunk: str) -> list[str]:
+    """The rows a chunk is redacted as: its lines (each with its line break) when every line
+    is a JSON object, else the whole chunk."""
+    lines = chunk.splitlines(keepends=True)
+    if lines and all(line.startswith("{") for line in lines):
+        return lines
+    return [chunk]
+
+
 def redact_chunks(chunks: Iterable[str], *, rules: RuleSet) -> Iterator[tuple[str, Counter[str]]]:
     """Each chunk redacted, with the hits per rule it produced."""
     for chunk in chunks:
-        frame = pl.DataFrame({"text": [chunk]}, schema={"text": pl.String})
-        redacted = frame.select(redact_expr(pl.col("text"), rules=rules, unescape=False)).item()
-        hits: Counter[str] = Counter()
-        if redacted != chunk:
-            for rule_id, n in (
-                rule_hit_counts(frame.lazy(), column="text", rules=rules).collect().iter_rows()
-            ):
-                hits[rule_id] += n
-        yield redacted, hits
+        rows = pl.Series("text", _rows(chunk), dtype=pl.String)
+        redacted, found = redact_counted_series(rows, rules=rules, unescape=False)
+        yield "".join(redacted.to_list()), Counter(found)
 
 
 def redact_streams(

@@ -51,6 +51,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.resources
+import operator
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -62,9 +63,13 @@ from polars.exceptions import ComputeError
 
 from memkiln.transforms.redact_context import (
     ContextRule,
-    context_hits,
     parse_context_rule,
     redact_context_with_hits,
+)
+from memkiln.transforms.redact_encoded import (
+    EncodedRule,
+    parse_encoded_rule,
+    redact_encoded_with_hits,
 )
 from memkiln.transforms.redact_source import (
     SourceRules,
@@ -94,12 +99,16 @@ REDACTED: str = "[REDACTED_SECRET]"
 
 PassName = Literal["block", "token", "keyed"]
 PASS_ORDER: tuple[PassName, ...] = get_args(PassName)
+#: A rule's pass: one of the three, or ``after``: run last, on what every step before replaced
+#: (the rest of a token cut by a line break after its marker).
+RulePassName = Literal["block", "token", "keyed", "after"]
+RULE_PASSES: tuple[RulePassName, ...] = get_args(RulePassName)
 
 _RULES_RESOURCE = "secret_rules.toml"
 _RULE_ID = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
 _FRAGMENT_REF = re.compile(r"\{\{([a-z_][a-z0-9_]*)\}\}")
-_RULE_KEYS = frozenset({"id", "pass", "description", "regex"})
-_TOP_KEYS = frozenset({"fragments", "rules", "context", "source"})
+_RULE_KEYS = frozenset({"id", "pass", "description", "regex", "literals"})
+_TOP_KEYS = frozenset({"fragments", "rules", "context", "source", "encoded"})
 _SOURCE_KEYS = frozenset({"name", "exclude", "gated", "min_keyword_length"})
 # Text a rule must leave alone: what redaction itself produces, in the contexts rules look at.
 _ALREADY_REDACTED: tuple[str, ...] = (
@@ -124,11 +133,15 @@ class Rule:
     """One secret pattern. ``pattern`` is the expanded Rust regex (fragments substituted)."""
 
     id: str
-    pass_name: PassName
+    pass_name: RulePassName
     description: str
     pattern: str
     keep_prefix: bool  # group 1 is written back before the marker
     keep_suffix: bool  # group 2 is written back after the marker
+    #: literals every match holds: a rule that starts with a character class (``[0-9]{10}:AA…``)
+    #: runs alone, after the passes, on the rows that hold one, so that every branch of the
+    #: passes still starts with a literal
+    literals: tuple[str, ...] = ()
 
     @property
     def group_count(self) -> int:
@@ -139,7 +152,7 @@ class Rule:
 class Pass:
     """One ``str.replace_all`` over the text: a combined alternation and its replacement."""
 
-    name: PassName
+    name: RulePassName
     pattern: str
     replacement: str
 
@@ -150,10 +163,16 @@ class RuleSet:
 
     rules: tuple[Rule, ...]
     passes: tuple[Pass, ...]
-    any_pattern: str  # every rule in one alternation: flags rows, counts leftovers
+    any_pattern: str  # every rule in one alternation: counts leftovers
     source: str
     context: tuple[ContextRule, ...] = ()  # entropy-gated keyword rules, after the passes
     external: SourceRules | None = None  # a maintained rule set's, after the passes
+    encoded: tuple[EncodedRule, ...] = ()  # base64 runs holding a secret, after the above
+    #: rules with ``literals``, each run on its own on the rows that hold one, after the
+    #: encoded pass (with the pass it replaces with)
+    alone: tuple[tuple[Rule, Pass], ...] = ()
+    after_rules: tuple[Rule, ...] = ()  # ``pass = "after"``: last, on the text as redacted
+    after: Pass | None = None  # their combined pattern
 
     @property
     def rule_ids(self) -> tuple[str, ...]:
@@ -162,6 +181,9 @@ class RuleSet:
             tuple(rule.id for rule in self.rules)
             + external
             + tuple(rule.id for rule in self.context)
+            + tuple(rule.id for rule in self.encoded)
+            + tuple(rule.id for rule, _ in self.alone)
+            + tuple(rule.id for rule in self.after_rules)
         )
 
 
@@ -206,7 +228,12 @@ def _parse_rules(text: str, *, source: str, read_source: SourceReader) -> RuleSe
             raise ValueError(f"{source}: rule {rule.id!r}: duplicate id")
         seen.add(rule.id)
         rules.append(rule)
-    rules.sort(key=lambda rule: PASS_ORDER.index(rule.pass_name))  # stable: file order per pass
+    after = [rule for rule in rules if rule.pass_name == "after"]
+    alone = [rule for rule in rules if rule.literals and rule.pass_name != "after"]
+    rules = [rule for rule in rules if rule.pass_name != "after" and not rule.literals]
+    if not rules:
+        raise ValueError(f"{source}: expected a rule in a pass other than 'after'")
+    rules.sort(key=lambda rule: RULE_PASSES.index(rule.pass_name))  # stable: file order per pass
 
     rule_set = RuleSet(
         rules=tuple(rules),
@@ -214,6 +241,10 @@ def _parse_rules(text: str, *, source: str, read_source: SourceReader) -> RuleSe
         any_pattern=_alternation(rule.pattern for rule in rules),
         source=source,
         context=tuple(parse_context_rule(raw, source=source) for raw in data.get("context", [])),
+        encoded=tuple(parse_encoded_rule(raw, source=source) for raw in data.get("encoded", [])),
+        after_rules=tuple(after),
+        alone=tuple((rule, _build_pass(rule.pass_name, [rule])) for rule in alone),
+        after=_build_pass("after", after) if after else None,
     )
     external = _parse_source(
         data.get("source"), context=rule_set.context, source=source, read_source=read_source
@@ -306,8 +337,8 @@ def _parse_rule(raw: Any, *, index: int, fragments: Mapping[str, str], source: s
     if unknown:
         raise ValueError(f"{source}: {where}: unknown keys {sorted(unknown)}")
     pass_name = raw.get("pass")
-    if pass_name not in PASS_ORDER:
-        raise ValueError(f"{source}: {where}: pass must be one of {PASS_ORDER}, got {pass_name!r}")
+    if pass_name not in RULE_PASSES:
+        raise ValueError(f"{source}: {where}: pass must be one of {RULE_PASSES}, got {pass_name!r}")
     description = raw.get("description", "")
     if not isinstance(description, str):
         raise ValueError(f"{source}: {where}: description must be a string")
@@ -332,7 +363,14 @@ def _parse_rule(raw: Any, *, index: int, fragments: Mapping[str, str], source: s
         pattern=pattern,
         keep_prefix=len(groups) >= 1,
         keep_suffix=len(groups) == 2,
+        literals=_literals(raw.get("literals", []), where=where, source=source),
     )
+
+
+def _literals(raw: Any, *, where: str, source: str) -> tuple[str, ...]:
+    if not isinstance(raw, list) or not all(isinstance(k, str) and k for k in raw):
+        raise ValueError(f"{source}: {where}: literals must be a list of non-empty strings")
+    return tuple(raw)
 
 
 def _compile_groups(pattern: str, *, where: str, source: str) -> list[str]:
@@ -356,7 +394,7 @@ def _check_matches_nothing_redacted(pattern: str, *, where: str, source: str) ->
         )
 
 
-def _in_pass(name: PassName, rules: Sequence[Rule]) -> bool:
+def _in_pass(name: RulePassName, rules: Sequence[Rule]) -> bool:
     return any(rule.pass_name == name for rule in rules)
 
 
@@ -364,7 +402,7 @@ def _alternation(patterns: Iterable[str]) -> str:
     return "|".join(f"(?:{pattern})" for pattern in patterns)
 
 
-def _build_pass(name: PassName, rules: Sequence[Rule]) -> Pass:
+def _build_pass(name: RulePassName, rules: Sequence[Rule]) -> Pass:
     members = [rule for rule in rules if rule.pass_name == name]
     prefixes: list[str] = []
     suffixes: list[str] = []
@@ -515,7 +553,7 @@ def _redact(
         return series, hits
     if unescape:
         series = unescape_series(series)
-    flagged = series.str.contains(rules.any_pattern)
+    flagged = flag_rows(series, rules)
     if hits is None:
         series = rewrite_rows(series, flagged, functools.partial(_passes, rules=rules))
     else:
@@ -530,7 +568,89 @@ def _redact(
         series, context = redact_context_with_hits(series, rules.context, REDACTED)
         if hits is not None:
             hits |= context
+    series, last = _last_steps(series, rules)
+    if hits is not None:
+        hits |= last
     return series, hits
+
+
+def _without_encoded(rules: RuleSet) -> Callable[[pl.Series], pl.Series]:
+    """The redaction a decoded base64 text gets: the whole rule set but the encoded pass."""
+    inner = dataclasses.replace(rules, encoded=())
+    return lambda texts: _redact(texts, rules=inner, unescape=True)[0]
+
+
+def _last_steps(series: pl.Series, rules: RuleSet) -> tuple[pl.Series, dict[str, int]]:
+    """The encoded pass, the rules that run alone, then the ``after`` rules, on the text every
+    earlier step redacted; the hits of each."""
+    hits: dict[str, int] = {}
+    if rules.encoded:
+        series, hits = redact_encoded_with_hits(
+            series, rules.encoded, REDACTED, _without_encoded(rules)
+        )
+    for rule, alone in rules.alone:
+        held = functools.reduce(
+            operator.or_, (series.str.contains(k, literal=True) for k in rule.literals)
+        ).fill_null(False)
+        if held.any():
+            flagged = held & series.str.contains(alone.pattern).fill_null(False)
+            if flagged.any():
+                spans = series.filter(flagged).str.extract_all(alone.pattern).explode()
+                hits[rule.id] = int(spans.drop_nulls().len())
+                series = rewrite_rows(
+                    series,
+                    flagged,
+                    functools.partial(_replace_all, pattern=alone.pattern, by=alone.replacement),
+                )
+    after = rules.after
+    while after is not None:  # until no match: a marker so written may start a match in turn
+        flagged = series.str.contains(after.pattern).fill_null(False)
+        if not flagged.any():
+            break
+        spans = series.filter(flagged).str.extract_all(after.pattern).explode().drop_nulls()
+        for rule_id, n in _spans_per_rule(spans, rules.after_rules).items():
+            hits[rule_id] = hits.get(rule_id, 0) + n
+        series = rewrite_rows(
+            series, flagged, lambda rows: rows.str.replace_all(after.pattern, after.replacement)
+        )
+    return series, hits
+
+
+def _replace_all(series: pl.Series, *, pattern: str, by: str) -> pl.Series:
+    return series.str.replace_all(pattern, by)
+
+
+def flag_rows(series: pl.Series, rules: RuleSet) -> pl.Series:
+    """The rows one of the passes' rules matches (null rows: false): the rows
+    ``rules.any_pattern`` matches, searched with :func:`flag_patterns` one after the other."""
+    found = pl.Series(series.name, [False] * len(series), dtype=pl.Boolean)
+    for pattern in flag_patterns(rules):
+        found = found | series.str.contains(pattern).fill_null(False)
+    return found
+
+
+#: Key-value rules per alternation when rows are flagged (measured on session rows: the 28 rules
+#: of the keyed pass in one alternation 0.105 CPU-s, in two 0.064, in three 0.073).
+FLAG_GROUP = 16
+
+
+def flag_patterns(rules: RuleSet) -> tuple[str, ...]:
+    """The alternations that flag rows together as ``rules.any_pattern`` alone would: one per
+    pass, the keyed pass in groups of ``FLAG_GROUP`` rules. The whole rule set in one
+    alternation outgrows the regex engine's lazy-automaton cache (2.8 times slower on
+    session rows than these, ``bench/RESULTS.md``); the token pass, literal-led, is fastest
+    whole."""
+    return _flag_patterns(rules.rules)
+
+
+@functools.cache
+def _flag_patterns(rules: tuple[Rule, ...]) -> tuple[str, ...]:
+    out: list[str] = []
+    for name in PASS_ORDER:
+        members = [rule.pattern for rule in rules if rule.pass_name == name]
+        size = FLAG_GROUP if name == "keyed" else max(len(members), 1)
+        out += [_alternation(members[i : i + size]) for i in range(0, len(members), size)]
+    return tuple(out)
 
 
 def _passes(series: pl.Series, rules: RuleSet) -> pl.Series:
@@ -597,19 +717,22 @@ def _hits_of(text: pl.Series, rules: RuleSet) -> dict[str, int]:
     out (the key-word pass may name a rule with 0)."""
     text = text.drop_nulls()
     found: dict[str, int] = {}
-    flagged = text.str.contains(rules.any_pattern).fill_null(False)
+    flagged = flag_rows(text, rules)
     current = text.filter(flagged)
     for rule_pass in rules.passes:
         spans = current.str.extract_all(rule_pass.pattern).explode().drop_nulls()
         members = [rule for rule in rules.rules if rule.pass_name == rule_pass.name]
         found |= _spans_per_rule(spans, members)
         current = current.str.replace_all(rule_pass.pattern, rule_pass.replacement)
-    if rules.context or rules.external:
+    if rules.context or rules.external or rules.encoded or rules.alone or rules.after:
         after = rewrite_rows(text, flagged, lambda _: current) if len(current) else text
         if rules.external:
             after, source = redact_source_with_hits(after, rules.external, REDACTED)
             found |= source
-        found |= context_hits(after, rules.context, REDACTED)
+        if rules.context:
+            after, context = redact_context_with_hits(after, rules.context, REDACTED)
+            found |= context
+        found |= _last_steps(after, rules)[1]
     return found
 
 

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
+from memkiln.transforms.literal_scan import rows_holding
 from memkiln.transforms.redact_context import ContextRule
 
 __all__ = [
@@ -106,8 +107,14 @@ class SourceRules:
     #: DFA, against the automaton Polars builds for hundreds of case-insensitive patterns)
     keyword_pattern: str = ""
 
-    def keyword_rows(self, series: pl.Series) -> pl.Series:
-        """The rows of ``series`` that hold one of the key words (null rows: false)."""
+    def keyword_rows(self, series: pl.Series, *, multi_literal: bool = True) -> pl.Series:
+        """The rows of ``series`` that hold one of the key words (null rows: false): with
+        Hyperscan when installed (``literal_scan``; ``multi_literal=False``: never), else with
+        the regex, the same rows."""
+        if multi_literal:
+            held = rows_holding(series, self.keywords)
+            if held is not None:
+                return held
         if self.keyword_pattern:
             found = series.str.contains(self.keyword_pattern)
         else:

@@ -160,4 +160,6 @@ def test_recall_on_kingfisher_examples_does_not_fall() -> None:
     cases, _ = bench.kingfisher_cases(SECRETS_CORPUS)
     hits = bench.caught(cases, bench.memkiln_redact([c.text for c in cases]))
     assert len(cases) >= 1300
-    assert sum(hits) / len(hits) >= 0.76  # measured 77.1% (bench/RESULTS.md); the goal is 97%
+    # measured 84.4% (bench/RESULTS.md, round 3); most of the rest are placeholders, scored
+    # apart by bench/redact_recall.py and tests/transforms/test_redact_recall.py
+    assert sum(hits) / len(hits) >= 0.84

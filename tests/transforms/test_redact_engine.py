@@ -6,6 +6,7 @@ word). These tests hold it to the plain definition: every step applied to every 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import polars as pl
@@ -22,6 +23,7 @@ from memkiln.transforms.redact import (
     unescape_series,
 )
 from memkiln.transforms.redact_context import context_hits, redact_context_series
+from memkiln.transforms.redact_encoded import redact_encoded_with_hits
 from memkiln.transforms.redact_source import redact_source_series, source_hits
 from tests.transforms.test_redact import FIXTURE_SECRETS, ORDINARY, PLACEMENTS
 
@@ -42,7 +44,29 @@ def _plain_redact(series: pl.Series, rules: RuleSet, *, unescape: bool = True) -
         series = redact_source_series(series, rules.external, REDACTED)
     if rules.context:
         series = redact_context_series(series, rules.context, REDACTED)
-    return series
+    return _plain_last_steps(series, rules)[0]
+
+
+def _plain_last_steps(series: pl.Series, rules: RuleSet) -> tuple[pl.Series, dict[str, int]]:
+    """The encoded pass (a decoded run redacted by every other step), then the ``after``
+    rules over every row until they match nothing; the hits of both."""
+    hits: dict[str, int] = {}
+    if rules.encoded:
+        inner = dataclasses.replace(rules, encoded=())
+        series, hits = redact_encoded_with_hits(
+            series, rules.encoded, REDACTED, lambda s: _plain_redact(s, inner)
+        )
+    for rule, alone in rules.alone:  # every row; the literals only choose rows
+        n = series.str.count_matches(alone.pattern).sum()
+        if n:
+            hits[rule.id] = n
+        series = series.str.replace_all(alone.pattern, alone.replacement)
+    while rules.after is not None and series.str.contains(rules.after.pattern).any():
+        spans = series.str.extract_all(rules.after.pattern).explode().drop_nulls()
+        for rule in rules.after_rules:  # one rule today: each span is its
+            hits[rule.id] = hits.get(rule.id, 0) + spans.str.contains(rule.pattern).sum()
+        series = series.str.replace_all(rules.after.pattern, rules.after.replacement)
+    return series, hits
 
 
 @pytest.fixture(scope="module")
@@ -165,7 +189,7 @@ def _reference_hit_counts(lf: pl.LazyFrame, *, column: str, rules: RuleSet) -> p
         ),
     )
     counted = spans.select(rule_id=rule_id).drop_nulls().group_by("rule_id").agg(hits=pl.len())
-    if rules.context or rules.external:
+    if rules.context or rules.external or rules.encoded or rules.after:
         after = lf.select(text=pl.col(column))
         for rule_pass in rules.passes:
             after = after.with_columns(
@@ -180,6 +204,8 @@ def _reference_hit_counts(lf: pl.LazyFrame, *, column: str, rules: RuleSet) -> p
                 found |= source_hits(text, rules.external, REDACTED)
                 text = redact_source_series(text, rules.external, REDACTED)
             found |= context_hits(text, context, REDACTED)
+            text = redact_context_series(text, context, REDACTED)
+            found |= _plain_last_steps(text, rules)[1]
             return pl.DataFrame(
                 {"rule_id": list(found), "hits": list(found.values())},
                 schema={"rule_id": pl.String, "hits": pl.UInt32},
