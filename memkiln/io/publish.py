@@ -454,10 +454,29 @@ class Planner:
             for cwd in sorted({c for c in project.cwds if _usable(c)}):
                 folder = home.memories / omp_dirname(cwd)
                 memory = project.memory
+                if self._omp_own_memory(home, folder, memory.key):
+                    continue
                 summary = omp_summary(memory, rules=self.rules)
                 self._owned_file(home, folder / "memory_summary.md", summary, project=memory.key)
                 details = omp_details(memory, rules=self.rules)
                 self._owned_file(home, folder / "MEMORY.md", details, project=memory.key)
+
+    def _omp_own_memory(self, home: AgentHome, folder: Path, project: str) -> bool:
+        """True (and one line) when Oh My Pi's own memory is in the folder: memkiln adds
+        nothing beside it."""
+        for name in ("memory_summary.md", "MEMORY.md"):
+            path = folder / name
+            if path.is_symlink() or not path.is_file():
+                continue
+            try:
+                state = ownership(path.read_bytes().decode("utf-8"))
+            except (OSError, UnicodeDecodeError):
+                state = "foreign"
+            if state == "foreign":
+                self._skip(home, folder, f"{folder} holds Oh My Pi's own memory ({name}); "
+                           "left alone", project=project)  # fmt: skip
+                return True
+        return False
 
     # Codex ---------------------------------------------------------------------------------
 
@@ -514,7 +533,7 @@ class Planner:
                 continue
             if entry.name == "memory_summary.md" and entry.is_file() and not entry.is_symlink():
                 try:
-                    if ownership(entry.read_text(encoding="utf-8")) != "foreign":
+                    if ownership(entry.read_bytes().decode("utf-8")) != "foreign":
                         continue
                 except UnicodeDecodeError:
                     pass
@@ -542,7 +561,7 @@ class Planner:
     def _remove_file(self, home: AgentHome, path: Path) -> None:
         assert home.base is not None
         try:
-            text = path.read_text(encoding="utf-8")
+            text = path.read_bytes().decode("utf-8")  # line ends as they are
         except UnicodeDecodeError:
             return
         state = ownership(text)
