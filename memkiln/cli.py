@@ -677,8 +677,7 @@ def publish_command(
         _print_steps(summary)
     caption = "dry run" if summary.dry_run else f"run {summary.run_id[:12]}"
     _print([publish_section(summary)], summary.lines, caption)
-    failed = any(s.reason.startswith("cannot write") for s in summary.steps)
-    return EXIT_FAILURES if failed else EXIT_OK
+    return EXIT_FAILURES if summary.failed() else EXIT_OK
 
 
 def _print_steps(summary: Any) -> None:

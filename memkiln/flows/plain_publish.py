@@ -109,6 +109,12 @@ def publish_store(
 
         def publish() -> None:
             # 2. the agents' files
+            if not every and not remove:
+                summary.lines.append(
+                    "nothing to publish: no project has a consolidated memory folder under "
+                    f"{settings.out} (run 'memkiln run' or 'memkiln consolidate' first)"
+                )
+                return
             publish_targets(
                 chosen,
                 projects,

@@ -323,6 +323,11 @@ def git_root(cwd: str) -> str:
     return cwd
 
 
+def unreadable(path: Path, exc: OSError) -> str:
+    """The line for a file memkiln cannot read (a folder in its place, no permission)."""
+    return f"cannot read {path} ({exc.strerror or exc}); left alone"
+
+
 def _usable(cwd: str) -> bool:
     return is_absolute(cwd) and "[REDACTED_SECRET]" not in cwd
 
@@ -378,6 +383,9 @@ class Planner:
             self._skip(home, path, f"{path} is not UTF-8 text memkiln wrote; left alone",
                        project=project)  # fmt: skip
             return
+        except OSError as exc:
+            self._skip(home, path, unreadable(path, exc), project=project)
+            return
         if before is not None:
             state = ownership(before)
             if state == "foreign":
@@ -429,6 +437,9 @@ class Planner:
         except UnicodeDecodeError:
             self._skip(home, index, f"{index} is not UTF-8; left alone", project=memory.key,
                        kind="block")  # fmt: skip
+            return
+        except OSError as exc:
+            self._skip(home, index, unreadable(index, exc), project=memory.key, kind="block")
             return
         except BrokenBlockError:
             self._skip(home, index, f"{index} has memkiln's begin line without its end line; "
@@ -504,6 +515,9 @@ class Planner:
             before = self._text(path)
         except UnicodeDecodeError:
             self._skip(home, path, f"{path} is not UTF-8; left alone", project=None)
+            return
+        except OSError as exc:
+            self._skip(home, path, unreadable(path, exc), project=None)
             return
         state = ownership(before) if before is not None else "missing"
         if state == "edited":

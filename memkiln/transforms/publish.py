@@ -528,6 +528,10 @@ class PublishSummary:
             if s.action == "remove" and s.kind != "folder" and (target in (None, s.target))
         )
 
+    def failed(self) -> list[Step]:
+        """Files memkiln could not read or write (the publish exits 1)."""
+        return [s for s in self.steps if s.reason.startswith(("cannot read", "cannot write"))]
+
     def counters(self) -> dict[str, float | None]:
         return {"files_written": self.written(), "files_removed": self.removed()}
 

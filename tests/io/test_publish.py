@@ -286,3 +286,16 @@ def test_a_memory_md_that_cannot_take_a_block_is_left_as_it_is(tmp_path: Path, b
     summary = publish(env, projects, targets=("claude",))
     assert (folder / "MEMORY.md").read_bytes() == data
     assert any(str(folder / "MEMORY.md") in line for line in summary.lines)
+
+
+def test_a_file_memkiln_cannot_read_is_one_failure_and_the_rest_is_published(
+    tmp_path: Path,
+) -> None:
+    env, projects = layout(tmp_path)
+    topic = Path(env["HOME"]) / ".claude/projects/-Users-a-blog/memory/memkiln.md"
+    topic.mkdir(parents=True)  # a folder where memkiln's file goes
+    summary = publish(env, projects, targets=("claude",))
+    assert [s.path for s in summary.failed()] == [str(topic)]
+    assert any(line.startswith(f"claude: cannot read {topic}") for line in summary.lines)
+    assert (topic.parent / "MEMORY.md").is_file()
+    assert summary.written("claude") == 3
