@@ -212,14 +212,13 @@ def summary_lines(summary: str) -> list[str]:
     """``memory_summary.md`` as lines an agent loads: without the ``v1`` format line, the
     title, the guidance line (each target writes its own first) and the line saying where
     details are; runs of blank lines made one."""
-    lines = summary.splitlines()
-    if lines and lines[0].strip() == "v1":
-        lines = lines[1:]
     out: list[str] = []
     titled = False
-    for line in lines:
+    for line in summary.splitlines():
         stripped = line.strip()
         if stripped == MEMORY_GUIDANCE or stripped.startswith("Load this at the start"):
+            continue
+        if stripped == "v1" and not any(o.strip() for o in out):  # the format line
             continue
         if not titled and stripped.startswith("# "):
             titled = True
