@@ -209,14 +209,19 @@ class ProjectMemory:
 
 
 def summary_lines(summary: str) -> list[str]:
-    """``memory_summary.md`` as lines an agent loads: without the ``v1`` format line, the
-    title, the guidance line (each target writes its own first) and the line saying where
-    details are; runs of blank lines made one."""
+    """``memory_summary.md`` as lines an agent loads: from its first section on (its preamble,
+    the ``v1`` format line, the title, the line saying where details are, is memkiln's own),
+    without the guidance line (each target writes its own first); runs of blank lines made
+    one. A summary without sections (a model's) loses only those lines."""
+    lines = summary.splitlines()
+    first = next((i for i, line in enumerate(lines) if line.startswith("## ")), None)
+    if first is not None:
+        lines = lines[first:]
     out: list[str] = []
-    titled = False
-    for line in summary.splitlines():
+    titled = first is not None
+    for line in lines:
         stripped = line.strip()
-        if stripped == MEMORY_GUIDANCE or stripped.startswith("Load this at the start"):
+        if stripped == MEMORY_GUIDANCE:
             continue
         if stripped == "v1" and not any(o.strip() for o in out):  # the format line
             continue

@@ -169,7 +169,8 @@ def test_a_run_with_publish_publishes_as_its_last_phase(
     assert re.search(r"claude: files written\s*│\s*\d+", result.stdout), result.stdout
     assert re.search(r"omp: files written\s*│\s*\d+", result.stdout), result.stdout
     assert "codex" not in result.stdout.split("memkiln publish", 1)[1]
-    assert (home / ".claude/projects/-Users-uzaxirr-work-raze/memory/memkiln.md").is_file()
+    assert list((home / ".claude" / "projects").glob("*/memory/memkiln.md"))
+    assert list((home / ".omp" / "agent" / "memories").glob("--*--/memory_summary.md"))
     assert not (home / ".codex" / "memories").exists()
     with duckdb.connect(str(db), read_only=True) as con:
         runs = con.execute(

@@ -230,11 +230,19 @@ def test_an_owned_file_is_told_from_an_edited_one_and_from_a_foreign_one() -> No
         f"v1\n{MEMORY_GUIDANCE}\n# Memory summary: x\n",
         f"{MEMORY_GUIDANCE}\nv1\n\n# Memory summary: x\n",
         f"v1\n# Memory summary: x\n\n{MEMORY_GUIDANCE}\n",
+        f"{MEMORY_GUIDANCE}\n\n# Memory summary: x\n\nMEMORY.md and rollout_summaries/ hold "
+        "the details and the sessions each line comes from.\n",
     ],
 )
 def test_a_summary_loses_its_format_line_title_and_guidance_not_its_content(head: str) -> None:
     lines = summary_lines(f"{head}\n\n## Do\n- a\n- v1 of the API\n")
     assert lines == ["## Do", "- a", "- v1 of the API"]
+    # a model's summary without sections keeps its text
+    assert summary_lines(f"v1\n{MEMORY_GUIDANCE}\nUse pnpm.\n\n\nKeep it short.\n") == [
+        "Use pnpm.",
+        "",
+        "Keep it short.",
+    ]
 
 
 def test_claudes_block_opens_with_the_guidance_once_and_holds_no_secret() -> None:
