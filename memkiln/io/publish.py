@@ -688,6 +688,11 @@ def publish_targets(
             summary.lines.append(f"{target}: skipped: {home.skip}")
             continue
         planner = Planner(rules, summary)
+        if remove and only_these and target == "codex":
+            summary.lines.append(
+                "codex: its one summary covers every project; --remove with --project leaves it"
+            )
+            continue
         if remove:
             planner.remove(home, folders_to_clean(home, projects if only_these else None))
         elif target == "claude":

@@ -299,3 +299,17 @@ def test_a_file_memkiln_cannot_read_is_one_failure_and_the_rest_is_published(
     assert any(line.startswith(f"claude: cannot read {topic}") for line in summary.lines)
     assert (topic.parent / "MEMORY.md").is_file()
     assert summary.written("claude") == 3
+
+
+def test_removing_one_project_leaves_the_others_and_codexs_summary(tmp_path: Path) -> None:
+    env, projects = layout(tmp_path)
+    home = Path(env["HOME"])
+    publish(env, projects)
+    blog = projects[1]
+    summary = publish(env, [blog], remove=True, only_these=True)
+    assert not (home / ".claude/projects/-Users-a-blog").exists()
+    assert not (home / ".omp/agent/memories/--Users-a-blog--").exists()
+    assert (home / ".claude/projects/-Users-a-Build-shop/memory/memkiln.md").is_file()
+    assert (home / ".omp/agent/memories/--Users-a-Build-shop--/MEMORY.md").is_file()
+    assert (home / ".codex/memories/memory_summary.md").is_file()
+    assert any(line.startswith("codex: its one summary covers") for line in summary.lines)
