@@ -175,7 +175,7 @@ SUMMARY_PREFERENCES = 10
 SUMMARY_PITFALLS = 8
 SUMMARY_COMMANDS = 8
 SUMMARY_KNOWLEDGE = 8
-SUMMARY_BULLET_CHARS = 300
+SUMMARY_BULLET_CHARS = 298  # with its "- ", a line of at most 300 characters
 #: Failures of a look around the tree or of an edit tool: the agent's own slips, not pitfalls.
 SLIP_BULLET = (
     r"^`(?:cd [^&;`]+&& ?)?(?:ls|cat|head|tail|sed -n|rg|grep|find|wc|nl|pwd|which|"

@@ -47,7 +47,8 @@ PREFERENCE = (
     r"from now on|going forward|in (?:the )?future|as a rule|by default|"
     r"(?:you|we) (?:must|should) (?:not |never |always )?(?:use|run|keep|avoid|write|"
     r"commit|test|ask|check)|stop (?:doing|using|adding)|no more|"
-    r"(?:i|we) (?:don't|do not) (?:want|need|like)|i'd like you to (?:always|never))\b"
+    r"(?:i|we) (?:don't|do not) (?:want|need|like)|i'd like you to (?:always|never)|"
+    r"(?:please|pls|plz|plase|pleae) (?:don't|do not|never|always))\b"
     r"|^(?:please,? )?(?:don't|do not|never|always|avoid|prefer)\b)"
 )
 #: A sentence that asks rather than states (a question mark is not always typed).
@@ -101,7 +102,7 @@ TEST_OR_BUILD = (
     r"(?:mise|just|task|uv|poetry|hatch|pdm|deno|composer) (?:run )?(?:test|lint|build|check|ci)\b|"
     # running the program the task changed: a run or seed script
     r"python3? (?:-m )?[\w./-]+(?:\.py)?(?:\s|$)|node [\w./-]+\.[cm]?js\b|"
-    r"(?:npm|pnpm|yarn|bun) (?:run )?(?:start|seed|dev)\b|cargo run|go run|mise run|uv run)"
+    r"(?:npm|pnpm|yarn|bun) (?:run )?seed\b|cargo run|go run|mise run|uv run)"
 )
 #: The agent's final answer reports a completed task, or one it could not complete.
 DONE_CLAIM = (
@@ -744,7 +745,15 @@ def _tasks(items: pl.DataFrame, calls: pl.DataFrame) -> list[Task]:
         worked = _worked(seg_calls)
         if not (seg_calls.height or answer or prefs or decisions or facts):
             continue  # a request nobody acted on: nothing to remember
-        outcome, why = _outcome(asked[1:] + following, seg_calls, answer, files)
+        # a check run after the user's last word in the task is newer than that word
+        asked_seqs = requests.filter(pl.col("segment_index") == index)["seq"].to_list()
+        later_checks = seg_calls.filter(pl.col("seq") > asked_seqs[-1])
+        outcome, why = _outcome(
+            following if later_checks.filter("is_check").height else asked[1:] + following,
+            seg_calls if following or not later_checks.filter("is_check").height else later_checks,
+            answer,
+            files,
+        )
         knowledge = [f"Decision: {d}" for d in decisions] + [f"Fact: {f}" for f in facts]
         if worked:
             knowledge.append("Commands that worked: " + ", ".join(f"`{c}`" for c in worked))
@@ -770,7 +779,7 @@ def _tasks(items: pl.DataFrame, calls: pl.DataFrame) -> list[Task]:
                 finished=bool(answer)
                 and (
                     not (seg_calls.height and bool(seg_calls["pending"].to_list()[-1]))
-                    or len({" ".join(r.lower().split()) for r in asked}) > 1
+                    or len({" ".join(r.lower().split())[:60] for r in asked}) > 1
                 ),
             )
         )
