@@ -35,7 +35,7 @@ from memkiln.settings import (
     env_name,
     load_settings,
 )
-from memkiln.transforms.report import EXIT_LOCKED, EXIT_OK, EXIT_USAGE, Section
+from memkiln.transforms.report import EXIT_FAILURES, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, Section
 
 if TYPE_CHECKING:
     from memkiln.flows.plain_backfill import BackfillSummary
@@ -89,6 +89,8 @@ CLI_OPTIONS: dict[str, tuple[str, str]] = {
     "until": ("until", "--until"),
     "dry_run": ("dry_run", "--dry-run/--no-dry-run"),
     "budget_usd": ("budget_usd", "--budget-usd"),
+    "publish": ("publish", "--publish"),
+    "codex_alongside": ("codex_alongside", "--codex-alongside/--no-codex-alongside"),
 }
 CONVERT: dict[str, Callable[[Any], Any]] = {"batch_mb": lambda mb: mb * MIB}
 
@@ -143,6 +145,10 @@ SinceOpt = Annotated[str | None, _option("since", "--since")]
 UntilOpt = Annotated[str | None, _option("until", "--until")]
 DryRunOpt = Annotated[bool | None, _option("dry_run", "--dry-run/--no-dry-run")]
 BudgetOpt = Annotated[float | None, _option("budget_usd", "--budget-usd")]
+PublishOpt = Annotated[str | None, _option("publish", "--publish")]
+AlongsideOpt = Annotated[
+    bool | None, _option("codex_alongside", "--codex-alongside/--no-codex-alongside")
+]
 JsonOpt = Annotated[
     bool,
     typer.Option(
@@ -398,6 +404,8 @@ def run(
     max_retries: RetriesOpt = None,
     dry_run: DryRunOpt = None,
     budget_usd: BudgetOpt = None,
+    publish: PublishOpt = None,
+    codex_alongside: AlongsideOpt = None,
     as_json: JsonOpt = False,
     progress: ProgressOpt = None,
     prefect: PrefectOpt = None,
@@ -405,7 +413,8 @@ def run(
     dask_address: DaskOpt = None,
     config: ConfigOpt = None,
 ) -> int:
-    """The whole job as one Prefect flow: ingest, extract, consolidate into memory files.
+    """The whole job as one Prefect flow: ingest, extract, consolidate into memory files
+    (then, with --publish, place them where the agents named load memory).
 
     This is what a scheduler runs each night (system cron, or 'memkiln serve').
     """
@@ -442,11 +451,13 @@ def run(
         extract_section(summary.extract),
         consolidate_section(summary.consolidate),
     ]
-    _print(
-        sections,
-        notes(extract=summary.extract, consolidate=summary.consolidate),
-        f"run {summary.run_id[:12]}",
-    )
+    attention = notes(extract=summary.extract, consolidate=summary.consolidate)
+    if summary.publish is not None:
+        from memkiln.transforms.publish import publish_section
+
+        sections.append(publish_section(summary.publish))
+        attention += summary.publish.lines
+    _print(sections, attention, f"run {summary.run_id[:12]}")
     Console().print(f"memory files: {settings.out}/INDEX.md", highlight=False, markup=False)
     return run_exit_code(extract=summary.extract, consolidate=summary.consolidate)
 
@@ -608,6 +619,84 @@ def _check_out(out: Path) -> None:
     OutputRoot(out)
 
 
+@app.command("publish")
+def publish_command(
+    to: Annotated[
+        str | None,
+        typer.Option(
+            "--to",
+            help="The agents, comma-separated: claude (Claude Code's auto memory), omp (Oh My "
+            "Pi), codex (Codex's global memory) [default: the publish setting, else all three].",
+            show_default=False,
+        ),
+    ] = None,
+    dry_run: DryRunOpt = None,
+    remove: Annotated[
+        bool,
+        typer.Option(
+            "--remove",
+            help="Take back what memkiln published: its block out of files it changed (their "
+            "other bytes as before), the files and folders it created deleted.",
+        ),
+    ] = False,
+    project: Annotated[
+        str | None,
+        typer.Option("--project", help="Only this project (its key, folder, directory or name)."),
+    ] = None,
+    codex_alongside: AlongsideOpt = None,
+    db: DbOpt = None,
+    out: OutOpt = None,
+    config: ConfigOpt = None,
+) -> int:
+    """Place each project's memory where the agents load it at session start: a marked block
+    in Claude Code's MEMORY.md and a topic file beside it, Oh My Pi's per-project
+    memory_summary.md, and one global summary for Codex.
+
+    Files memkiln did not write are never overwritten; a second publish changes nothing;
+    --dry-run lists what would change and writes nothing. An agent that is not installed, or
+    whose memory is off, is skipped with one line.
+    """
+    from memkiln.flows.plain_publish import publish_store
+    from memkiln.transforms.publish import TARGETS, publish_section
+
+    settings = _settings(locals(), config)
+    targets = None
+    if to is not None:
+        targets = [t.strip() for t in to.split(",") if t.strip()]
+        unknown = [t for t in targets if t not in TARGETS]
+        if unknown or not targets:
+            raise ConfigError(
+                f"unknown agent {unknown[0] if unknown else to!r} in --to; use {', '.join(TARGETS)}"
+            )
+    summary = _hold(
+        settings,
+        create=False,
+        work=lambda: publish_store(settings, targets=targets, remove=remove, project=project),
+    )
+    if summary.dry_run:
+        _print_steps(summary)
+    caption = "dry run" if summary.dry_run else f"run {summary.run_id[:12]}"
+    _print([publish_section(summary)], summary.lines, caption)
+    return EXIT_FAILURES if summary.failed() else EXIT_OK
+
+
+def _print_steps(summary: Any) -> None:
+    """A dry run's list: per target, each file it would create, change, remove or leave."""
+    table = Table(title="what publish would do", show_header=True)
+    for name in ("agent", "action", "bytes", "file"):
+        table.add_column(
+            name,
+            justify="right" if name == "bytes" else "left",
+            overflow="fold" if name == "file" else "ellipsis",
+        )
+    verbs = {"keep": "leave (unchanged)", "skip": "leave alone"}
+    for step in summary.steps:
+        table.add_row(
+            step.target, verbs.get(step.action, step.action), f"{step.size:,}", Text(step.path)
+        )
+    Console().print(table)
+
+
 @app.command()
 def serve(
     cron: Annotated[
@@ -708,6 +797,8 @@ def show_config(
     until: UntilOpt = None,
     dry_run: DryRunOpt = None,
     budget_usd: BudgetOpt = None,
+    publish: PublishOpt = None,
+    codex_alongside: AlongsideOpt = None,
     progress: ProgressOpt = None,
     prefect: PrefectOpt = None,
     task_runner: RunnerOpt = None,

@@ -175,7 +175,20 @@ class Options(BaseModel):
         'to the prices of the genai-prices package, e.g. {"my-model": [0.2, 0.8]}.',
     )
 
-    @field_validator("sources", mode="before")
+    # Publishing into the agents' read paths
+    publish: Annotated[list[Literal["claude", "omp", "codex"]], NoDecode] = Field(
+        [],
+        description="Agents a run publishes each project's memory to as its last phase, and "
+        "'memkiln publish' without --to (comma-separated: claude, omp, codex; none: run does "
+        "not publish, publish does all three).",
+    )
+    codex_alongside: bool = Field(
+        False,
+        description="Publish to Codex even when its memory folder holds Codex's own memory "
+        "(memkiln's summary goes in a marked block at the top of its memory_summary.md).",
+    )
+
+    @field_validator("sources", "publish", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
         """``cli,vscode`` (a command line, an environment variable) or a JSON/TOML list."""

@@ -15,6 +15,7 @@ from memkiln.flows.ephemeral import stoppable
 from memkiln.flows.plain_consolidate import consolidate_store
 from memkiln.flows.plain_extract import extract_store
 from memkiln.flows.plain_ingest import check_archive, ingest_archive
+from memkiln.flows.plain_publish import publish_store
 from memkiln.io.lock import hold_store
 from memkiln.io.prices import PriceBook
 from memkiln.io.progress import Reporter
@@ -23,6 +24,7 @@ from memkiln.io.usage import consolidation_estimate, record_estimate
 from memkiln.llm.backends import HEURISTIC_MODEL
 from memkiln.settings import Settings
 from memkiln.transforms.estimate import DEFAULT_STAGE_ONE_OUTPUT_TOKENS, Estimate
+from memkiln.transforms.publish import PublishSummary
 from memkiln.transforms.summaries import ConsolidateSummary, ExtractSummary, IngestSummary
 
 
@@ -35,6 +37,9 @@ class RunSummary:
 
     #: a dry run's counts and estimate, both phases (no model was called)
     estimate: Estimate | None = None
+    #: the last phase with the ``publish`` setting: what was placed where each agent loads
+    #: it (its counters stay in its own phase's run record)
+    publish: PublishSummary | None = None
 
     def counters(self) -> dict[str, float | None]:
         """Every phase's counters; the model's requests, tokens and cost of both phases
@@ -145,4 +150,6 @@ def run_job(settings: Settings) -> RunSummary:
         else:
             used = spent(summary.extract)
             summary.consolidate = consolidate_store(settings, reporter=reporter, spent_before=used)
+            if settings.publish:
+                summary.publish = publish_store(settings, targets=settings.publish)
     return summary

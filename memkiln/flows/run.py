@@ -4,7 +4,8 @@
 2. ingest (new and changed files only)
 3. extract (eligible sessions whose stored output is not up to date)
 4. consolidate (projects whose memories changed)
-5. close the run record with every phase's counters; publish the summary
+5. with the ``publish`` setting: place the memory where the agents named load it
+6. close the run record with every phase's counters; publish the summary
 
 The same recipe without Prefect (``run_job``, what ``--no-prefect`` runs) and the summary
 both return are in ``memkiln.flows.plain_run``, which imports no Prefect, so that
@@ -26,8 +27,10 @@ from memkiln.flows.plain_run import SUMMED as SUMMED
 from memkiln.flows.plain_run import RunSummary, dry_run_estimate, spent, whole_job
 from memkiln.flows.plain_run import merge_counters as merge_counters
 from memkiln.flows.plain_run import run_job as run_job
+from memkiln.flows.publish import publish_task
 from memkiln.io.artifacts import flow_run_id, publish
 from memkiln.settings import Options, Settings
+from memkiln.transforms.publish import publish_section
 from memkiln.transforms.summaries import (
     consolidate_section,
     extract_section,
@@ -61,12 +64,18 @@ def run_flow(options: Options) -> RunSummary:
         else:
             used = spent(summary.extract)
             summary.consolidate = consolidate_task(options, None, summary.run_id, used)
-    # 5. publish
+            # 5. the agents' read paths
+            if options.publish:
+                summary.publish = publish_task(options, summary.run_id)
+    # 6. publish the summary
     sections = [
         ingest_section(summary.ingest),
         extract_section(summary.extract),
         consolidate_section(summary.consolidate),
     ]
     attention = notes(extract=summary.extract, consolidate=summary.consolidate)
+    if summary.publish is not None:
+        sections.append(publish_section(summary.publish))
+        attention = [*attention, *summary.publish.lines]
     publish("memkiln run", sections, attention)
     return summary

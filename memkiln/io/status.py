@@ -65,9 +65,19 @@ def status_report(db: Path) -> dict[str, Any]:
                 {"decision": str(d), "reason": str(r), "sessions": int(n)}
                 for d, r, n in con.execute(sql("selection_reasons")).fetchall()
             ],
+            "publications": _publications(con),
         }
     finally:
         con.close()
+
+
+def _publications(con: duckdb.DuckDBPyConnection) -> list[dict[str, Any]]:
+    """Files ``memkiln publish`` placed per agent and status (none in a store from before
+    publishing existed)."""
+    try:
+        return _fetch(con, sql("status_publications"))
+    except duckdb.CatalogException:
+        return []
 
 
 def _as_of(db: Path) -> str:
@@ -158,6 +168,15 @@ def print_status(report: dict[str, Any], console: Console) -> None:
     if not report["selection"]:
         selection.add_row("", "no selection yet", "")
     console.print(selection)
+    published = Table(title="published to agents (memkiln publish; v_publications)")
+    for column in ("agent", "status", "files", "last changed (UTC)"):
+        published.add_column(column, justify="right" if column == "files" else "left")
+    for row in report.get("publications", []):
+        changed = (row["last_changed_at"] or "")[:19].replace("T", " ")
+        published.add_row(row["target"], row["status"], f"{row['files']:,}", changed)
+    if not report.get("publications"):
+        published.add_row("", "nothing published", "", "")
+    console.print(published)
 
 
 def _project_table(rows: list[dict[str, Any]], title: str) -> Table:

@@ -219,6 +219,7 @@ def test_consolidating_a_project_that_matches_nothing_says_so(
 NOT_SETTINGS = {"help", "project", "show_system", "as_json", "cron", "name", "config", "version"}
 NOT_SETTINGS |= {"report_file"}  # memkiln report --out: the HTML file it writes
 NOT_SETTINGS.add("stats")  # memkiln redact --stats: what one invocation prints
+NOT_SETTINGS |= {"to", "remove"}  # memkiln publish --to / --remove: what one invocation does
 
 
 def test_every_option_of_every_command_is_a_setting_without_a_default_of_its_own() -> None:
@@ -258,6 +259,8 @@ FOUR_SOURCES: dict[str, tuple[Any, Any, Any]] = {
     "until": ("2025-12-01", "2025-12-02", "2025-12-03"),
     "dry_run": (True, False, True),
     "budget_usd": (1.5, 2.5, 3.5),
+    "publish": (["codex"], ["claude", "omp"], ["omp"]),
+    "codex_alongside": (True, False, True),
 }
 
 

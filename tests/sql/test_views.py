@@ -16,6 +16,9 @@ from memkiln.settings import Settings
 from tests.sample_db import SampleDb, shared_sample_db
 
 NEW_VIEWS = ("v_sessions_daily", "v_tool_calls", "v_coverage", "v_costs", "v_redactions", "v_runs")
+#: Views of a step the README's first command does not take (memkiln publish: its rows are
+#: checked in tests/flows/test_publish.py).
+NOT_IN_THE_SAMPLE = ("v_publications",)
 
 
 @pytest.fixture(scope="module")
@@ -52,7 +55,11 @@ def test_every_view_returns_rows_on_the_sample_database(con: duckdb.DuckDBPyConn
         for r in con.execute("select view_name from duckdb_views() where not internal").fetchall()
     ]
     assert set(NEW_VIEWS) <= set(views)
-    empty = [v for v in views if one(con, f"select count(*) from {v}") == 0]
+    empty = [
+        v
+        for v in views
+        if v not in NOT_IN_THE_SAMPLE and one(con, f"select count(*) from {v}") == 0
+    ]
     assert empty == []
     # the sample archive has no unreadable input: every reason is listed, at 0
     zero = con.execute(
