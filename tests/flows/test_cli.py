@@ -114,7 +114,8 @@ def test_run_is_the_whole_job_as_one_prefect_flow(
     assert result.returncode == 0, result.stderr
     assert "memkiln extract" in result.stdout and "files written" in result.stdout
     assert (out / "INDEX.md").is_file()
-    assert len([p for p in out.iterdir() if p.is_dir()]) >= 4
+    # the sample's sessions that stopped mid-way, or hold nothing durable, get no memory
+    assert len([p for p in out.iterdir() if p.is_dir()]) >= 3
     # one flow run: the phases ran inside the run's flow, not as flows of their own
     runs = flow_runs(db)
     assert set(runs) == {"run", "ingest", "extract", "consolidate"}

@@ -84,7 +84,8 @@ def test_memkiln_report_writes_one_offline_file_whose_charts_draw_without_consol
     assert "cdn.jsdelivr" not in html and "unpkg" not in html
     # the project table links to the memory folders, relative to the report
     links = [unquote(h) for h in re.findall(r'<a href="([^"]+)"', html)]
-    assert len(links) == 5
+    folders = [p for p in sample.memories.iterdir() if p.is_dir()]
+    assert len(links) == len(folders) >= 3  # a link per project with memories
     for link in links:
         assert (out.parent / link / "memory_summary.md").is_file(), link
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from memkiln import connect as memkiln_connect
+from memkiln.transforms.guidance import MEMORY_GUIDANCE
 from tests.builders import codex_lines, uid, write_rollout
 from tests.imports import LIST_IMPORTS, imported, orchestration_imported
 
@@ -98,7 +99,7 @@ def test_show_of_a_project_without_remote_by_its_cwd_or_name(store: tuple[Path, 
         memkiln("show", name, "--db", str(db), "--out", str(out)).stdout
         for name in ("/home/dev/bigbox/", "bigbox", "BIGBOX")
     }
-    assert len(outputs) == 1 and outputs.pop().startswith("v1")
+    assert len(outputs) == 1 and outputs.pop().startswith(MEMORY_GUIDANCE + "\n")
 
 
 def test_an_ambiguous_name_is_one_line_listing_the_candidates_and_exit_2(
