@@ -229,20 +229,34 @@ def _prefect_environment() -> None:
         ) from exc
 
 
+#: The line a terminal shows while Prefect starts (the flow's first line replaces it).
+PREFECT_STARTING = (
+    "starting Prefect (its API server and database take a few seconds; "
+    "--no-prefect runs without it)"
+)
+
+
 def _hold(settings: Settings, *, create: bool, work: Callable[[], T]) -> T:
     """Hold the store (exit 3 at once if another run does), check it can be written, then
     start Prefect (if asked) and do the work."""
     from memkiln.io.lock import hold_store
+    from memkiln.io.progress import Reporter
 
     if not create and not settings.db.exists():
         raise ConfigError(
             f"no database at {settings.db}; run 'memkiln ingest' first (or check --db)"
         )
-    with hold_store(settings.db):
-        _check_db(settings.db)
-        if settings.prefect:
-            _prefect_environment()
-        return work()
+    reporter = Reporter(enabled=settings.progress)
+    try:
+        with hold_store(settings.db):
+            reporter.waiting(f"opening {settings.db}")
+            _check_db(settings.db)
+            if settings.prefect:
+                reporter.waiting(PREFECT_STARTING)
+                _prefect_environment()
+            return work()
+    finally:
+        Reporter.done_waiting()
 
 
 def _check_db(db: Path) -> None:
