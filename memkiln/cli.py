@@ -62,12 +62,12 @@ app = typer.Typer(
 MIB = 1024 * 1024
 
 #: Command-line parameter -> (setting, option). Every option of every command that sets a
-#: setting is here; ``--batch-mb`` is the one given in other units (MiB) than its setting.
+#: setting is here, named as the setting (and as its ``MEMKILN_*`` variable).
 CLI_OPTIONS: dict[str, tuple[str, str]] = {
     "db": ("db", "--db"),
     "archive": ("archive", "--archive"),
     "out": ("out", "--out"),
-    "batch_mb": ("batch_bytes", "--batch-mb"),
+    "batch_bytes": ("batch_bytes", "--batch-bytes"),
     "progress": ("progress", "--progress/--no-progress"),
     "prefect": ("prefect", "--prefect/--no-prefect"),
     "task_runner": ("task_runner", "--task-runner"),
@@ -79,36 +79,59 @@ CLI_OPTIONS: dict[str, tuple[str, str]] = {
     "concurrency": ("concurrency", "--concurrency"),
     "context_window": ("context_window", "--context-window"),
     "backfill": ("backfill", "--backfill/--nightly"),
-    "max_age_days": ("max_rollout_age_days", "--max-age-days"),
-    "min_idle_hours": ("min_rollout_idle_hours", "--min-idle-hours"),
-    "max_rollouts": ("max_rollouts_per_run", "--max-rollouts"),
+    "max_age_days": ("max_rollout_age_days", "--max-rollout-age-days"),
+    "min_idle_hours": ("min_rollout_idle_hours", "--min-rollout-idle-hours"),
+    "max_rollouts": ("max_rollouts_per_run", "--max-rollouts-per-run"),
     "sources": ("sources", "--sources"),
-    "timeout": ("request_timeout_s", "--timeout"),
+    "timeout": ("request_timeout_s", "--request-timeout-s"),
     "max_retries": ("max_retries", "--max-retries"),
     "since": ("since", "--since"),
     "until": ("until", "--until"),
     "dry_run": ("dry_run", "--dry-run/--no-dry-run"),
     "budget_usd": ("budget_usd", "--budget-usd"),
 }
+#: Options still accepted under a former name and unit, not shown in help.
+OLD_OPTIONS: dict[str, tuple[str, str]] = {"batch_mb": ("batch_bytes", "--batch-mb")}
 CONVERT: dict[str, Callable[[Any], Any]] = {"batch_mb": lambda mb: mb * MIB}
 
 
-def _option(param: str, *names: str, intro: str = "") -> Any:
+#: Units of ``parse_size``: the binary ones, and the decimal ones.
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "k": 1024, "kib": 1024, "m": MIB, "mib": MIB, "g": 1024 * MIB, "gib": 1024 * MIB,
+    "kb": 1000, "mb": 1000**2, "gb": 1000**3,
+}  # fmt: skip
+
+
+def parse_size(text: str) -> int:
+    """Bytes of a size given as ``33554432``, ``32MiB``, ``32M`` (binary), ``50MB`` (decimal)."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
+    unit = m.group(2).lower() if m else ""
+    if m is None or unit not in _SIZE_UNITS:
+        raise typer.BadParameter(f"{text!r} is not a size: give bytes, or 64MiB, 512KiB, 1GiB")
+    return int(float(m.group(1)) * _SIZE_UNITS[unit])
+
+
+def _option(param: str, *names: str, text: str = "") -> Any:
     """A ``typer.Option`` for a setting: its help is the setting's description, with the
     environment variable and the default; the option itself defaults to nothing."""
     setting, flag = CLI_OPTIONS[param]
     info = Options.model_fields[setting]
     default = info.get_default(call_default_factory=True)
     shown = ",".join(default) if isinstance(default, list) else default
-    if param == "batch_mb":
+    if param == "batch_bytes":
         return typer.Option(
             *names,
-            help="Megabytes (MiB) of raw input loaded and normalized per batch "
-            f"[{env_name(setting)}, in bytes; default: {default // MIB}]",
+            parser=parse_size,
+            metavar="<size>",
+            help=f"{info.description} A number of bytes, or with a unit: 64MiB, 512KiB, 1GiB "
+            f"(or kB, MB, GB: powers of 1000) [{env_name(setting)}; default: {default // MIB}MiB]",
             show_default=False,
         )
     shown = "none" if shown is None else shown
-    text = f"{intro}{info.description} [{env_name(setting)}; default: {shown}]"
+    text = f"{text or info.description} [{env_name(setting)}; default: {shown}]"
     return typer.Option(*(names or flag.split("/")), help=text, show_default=False)
 
 
@@ -118,7 +141,12 @@ ArchiveOpt = Annotated[
     _option("archive", "--archive", "-a"),
 ]
 OutOpt = Annotated[Path | None, _option("out", "--out")]
-BatchOpt = Annotated[int | None, _option("batch_mb", "--batch-mb")]
+BatchOpt = Annotated[int | None, _option("batch_bytes", "--batch-bytes")]
+#: The former name of --batch-bytes, in MiB: still accepted, no longer shown.
+BatchMbOpt = Annotated[
+    int | None,
+    typer.Option("--batch-mb", hidden=True, help="--batch-bytes in MiB (the former option)."),
+]
 ProgressOpt = Annotated[bool | None, _option("progress", "--progress/--no-progress")]
 PrefectOpt = Annotated[bool | None, _option("prefect", "--prefect/--no-prefect")]
 RunnerOpt = Annotated[str | None, _option("task_runner", "--task-runner")]
@@ -131,13 +159,26 @@ ConcurrencyOpt = Annotated[int | None, _option("concurrency", "--concurrency")]
 WindowOpt = Annotated[int | None, _option("context_window", "--context-window")]
 BackfillOpt = Annotated[
     bool | None,
-    _option("backfill", "--backfill/--nightly", intro="Nightly: the age limit applies. "),
+    _option(
+        "backfill",
+        "--backfill/--nightly",
+        text="--backfill takes sessions of any age (a backfill over history); --nightly skips "
+        "those older than max_rollout_age_days.",
+    ),
 ]
-MaxAgeOpt = Annotated[float | None, _option("max_age_days", "--max-age-days")]
-IdleOpt = Annotated[float | None, _option("min_idle_hours", "--min-idle-hours")]
-LimitOpt = Annotated[int | None, _option("max_rollouts", "--max-rollouts")]
+# each option is named as its setting (and its MEMKILN_* variable); the shorter names they had
+# before are still accepted
+MaxAgeOpt = Annotated[
+    float | None, _option("max_age_days", "--max-rollout-age-days", "--max-age-days")
+]
+IdleOpt = Annotated[
+    float | None, _option("min_idle_hours", "--min-rollout-idle-hours", "--min-idle-hours")
+]
+LimitOpt = Annotated[
+    int | None, _option("max_rollouts", "--max-rollouts-per-run", "--max-rollouts")
+]
 SourcesOpt = Annotated[str | None, _option("sources", "--sources")]
-TimeoutOpt = Annotated[float | None, _option("timeout", "--timeout")]
+TimeoutOpt = Annotated[float | None, _option("timeout", "--request-timeout-s", "--timeout")]
 RetriesOpt = Annotated[int | None, _option("max_retries", "--max-retries")]
 SinceOpt = Annotated[str | None, _option("since", "--since")]
 UntilOpt = Annotated[str | None, _option("until", "--until")]
@@ -173,8 +214,9 @@ def _settings_and_sources(
     given: dict[str, Any] = {}
     flags: dict[str, str] = {}
     for param, value in params.items():
-        if param in CLI_OPTIONS and value is not None:
-            setting, flag = CLI_OPTIONS[param]
+        known = CLI_OPTIONS.get(param) or OLD_OPTIONS.get(param)
+        if known is not None and value is not None:
+            setting, flag = known
             given[setting] = CONVERT.get(param, lambda v: v)(value)
             flags[setting] = flag
     return load_settings(given, flags=flags, config=config)
@@ -277,7 +319,7 @@ def _check_archive(settings: Settings) -> Path:
 
 
 def _print(sections: Sequence[Section], notes: Sequence[str] = (), caption: str = "") -> None:
-    console = Console()
+    console = _console()
     for title, rows in sections:
         table = Table(title=title, caption=caption, show_header=False)
         table.add_column("what", style="bold")
@@ -293,7 +335,8 @@ def _print(sections: Sequence[Section], notes: Sequence[str] = (), caption: str 
 def ingest(
     archive: ArchiveOpt = None,
     db: DbOpt = None,
-    batch_mb: BatchOpt = None,
+    batch_bytes: BatchOpt = None,
+    batch_mb: BatchMbOpt = None,
     progress: ProgressOpt = None,
     prefect: PrefectOpt = None,
     task_runner: RunnerOpt = None,
@@ -324,7 +367,7 @@ def ingest(
     summary = _hold(settings, create=True, work=work)
     _print([ingest_section(summary)], caption=f"run {summary.run_id[:12]}")
     if summary.quarantined:
-        Console().print(
+        _console().print(
             f"quarantined lines are in the 'quarantine' table of {settings.db} "
             "(view v_quarantine_by_reason)",
             markup=False,
@@ -396,7 +439,8 @@ def run(
     archive: ArchiveOpt = None,
     db: DbOpt = None,
     out: OutOpt = None,
-    batch_mb: BatchOpt = None,
+    batch_bytes: BatchOpt = None,
+    batch_mb: BatchMbOpt = None,
     backend: BackendOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -461,7 +505,7 @@ def run(
         notes(extract=summary.extract, consolidate=summary.consolidate),
         f"run {summary.run_id[:12]}",
     )
-    Console().print(f"memory files: {settings.out}/INDEX.md", highlight=False, markup=False)
+    _console().print(f"memory files: {settings.out}/INDEX.md", highlight=False, markup=False)
     return run_exit_code(extract=summary.extract, consolidate=summary.consolidate)
 
 
@@ -472,7 +516,8 @@ def backfill(
     until: UntilOpt = None,
     db: DbOpt = None,
     out: OutOpt = None,
-    batch_mb: BatchOpt = None,
+    batch_bytes: BatchOpt = None,
+    batch_mb: BatchMbOpt = None,
     backend: BackendOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -535,7 +580,7 @@ def backfill(
     ]
     caption = f"run {summary.run_id[:12]}, {len(summary.batches)} extraction batch(es)"
     _print(sections, notes(extract=extracted, consolidate=summary.consolidate), caption)
-    Console().print(f"memory files: {settings.out}/INDEX.md", highlight=False, markup=False)
+    _console().print(f"memory files: {settings.out}/INDEX.md", highlight=False, markup=False)
     return run_exit_code(extract=extracted, consolidate=summary.consolidate)
 
 
@@ -612,7 +657,7 @@ def consolidate(
             f"see {settings.out}/INDEX.md or 'memkiln status' for the projects"
         )
     _print([consolidate_section(summary)], notes(consolidate=summary), f"run {summary.run_id[:12]}")
-    Console().print(f"memory files: {settings.out}/INDEX.md", highlight=False, markup=False)
+    _console().print(f"memory files: {settings.out}/INDEX.md", highlight=False, markup=False)
     return run_exit_code(consolidate=summary)
 
 
@@ -704,7 +749,8 @@ def show_config(
     archive: ArchiveOpt = None,
     db: DbOpt = None,
     out: OutOpt = None,
-    batch_mb: BatchOpt = None,
+    batch_bytes: BatchOpt = None,
+    batch_mb: BatchMbOpt = None,
     backend: BackendOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -750,7 +796,7 @@ def show_config(
         table.add_row(name, masked(name, getattr(effective, name)), str(src))
     key = os.environ.get("OPENAI_API_KEY")
     table.add_row("(api key)", "****" if key else "not set", "environment OPENAI_API_KEY")
-    console = Console()
+    console = _console()
     console.print(table)
     path = config_path(config)
     config_file = path.resolve() if path else "none"
@@ -769,7 +815,10 @@ def report(
     ] = Path("report.html"),
     db: DbOpt = None,
     out: Annotated[
-        Path | None, _option("out", "--memories", intro="The project table links here. ")
+        Path | None,
+        _option(
+            "out", "--memories", text="Directory of the memory files the project table links to."
+        ),
     ] = None,
     config: ConfigOpt = None,
 ) -> None:
@@ -780,7 +829,7 @@ def report(
 
     settings = _settings({"db": db, "out": out}, config)
     done = write_report(settings.db, report_file, memories=settings.out)
-    Console().print(
+    _console().print(
         f"wrote {done.path} ({done.bytes / 1e6:.1f} MB): {done.charts} charts, "
         f"{done.projects} projects",
         highlight=False,
@@ -915,7 +964,7 @@ def status(as_json: StatusJsonOpt = False, db: DbOpt = None, config: ConfigOpt =
     if as_json:
         sys.stdout.write(print_json(report))
     else:
-        print_status(report, Console())
+        print_status(report, _console())
 
 
 @app.command()
@@ -927,7 +976,7 @@ def projects(as_json: StatusJsonOpt = False, db: DbOpt = None, config: ConfigOpt
     if as_json:
         sys.stdout.write(print_json(rows))
     else:
-        print_projects(rows, Console())
+        print_projects(rows, _console())
 
 
 def _version(value: bool) -> None:
@@ -958,6 +1007,32 @@ def _styled(label: str, message: str) -> Text:
     return Text.assemble((f"{label}:", "bold red"), " ", one_line(message, 10_000))
 
 
+#: Width of output that goes to no terminal (a pipe, a file, cron's mail): tables as wide as
+#: their values, so nothing is cut (a terminal's own width applies on a terminal).
+UNCUT_WIDTH = 10_000
+#: Width of ``--help`` that goes to no terminal: wide enough that no setting's variable name
+#: or default is cut (``[MEMKILN_MIN_ROLLOUT_IDLE_HOURS; …``); help wraps, it is never cut.
+HELP_WIDTH = 160
+
+
+def _console() -> Console:
+    """A console on stdout: the terminal's width there, and elsewhere (unless ``COLUMNS``
+    says otherwise) as wide as the output, so a value is never cut to fit 80 columns."""
+    console = Console()
+    if console.is_terminal or os.environ.get("COLUMNS"):
+        return console
+    return Console(width=UNCUT_WIDTH)
+
+
+def _help_width() -> None:
+    """``--help`` printed to no terminal is as wide as ``HELP_WIDTH`` (typer's help reads
+    ``TERMINAL_WIDTH``, else the terminal's width, else 80)."""
+    from typer import rich_utils
+
+    if rich_utils.MAX_WIDTH is None and not os.environ.get("COLUMNS") and not sys.stdout.isatty():
+        rich_utils.MAX_WIDTH = HELP_WIDTH
+
+
 def _fail(message: str, code: int) -> int:
     Console(stderr=True).print(_styled("error", message), soft_wrap=True)
     return code
@@ -970,6 +1045,7 @@ def run_cli(args: Sequence[str] | None = None) -> int:
 
     _prefect_defaults()
     allocator_defaults()
+    _help_width()
     command = typer.main.get_command(app)
     try:
         with interruptible(on_hard_exit=stop_ephemeral_server):
