@@ -721,11 +721,18 @@ def serve(
         raise ConfigError(f"invalid --cron {cron!r}: {str(exc).splitlines()[0]}") from None
     _prefect_environment()
     from memkiln.flows.run import run_flow
-    from memkiln.flows.serving import forkserver_flow_runs
+    from memkiln.flows.serving import forkserver_flow_runs, one_run_at_a_time, report_skipped_runs
 
     forkserver_flow_runs()
+    report_skipped_runs()
     served = _on_runner(run_flow, settings)  # the configured task runner, as 'run' does
-    served.serve(name=name, cron=cron, parameters=parameters, pause_on_shutdown=False)
+    served.serve(
+        name=name,
+        cron=cron,
+        parameters=parameters,
+        pause_on_shutdown=False,
+        global_limit=one_run_at_a_time(),  # a run due while one runs is cancelled
+    )
 
 
 def _refuse_secrets_in_parameters(options: Options, as_given: dict[str, Any]) -> None:
