@@ -721,18 +721,36 @@ def serve(
         raise ConfigError(f"invalid --cron {cron!r}: {str(exc).splitlines()[0]}") from None
     _prefect_environment()
     from memkiln.flows.run import run_flow
-    from memkiln.flows.serving import forkserver_flow_runs, one_run_at_a_time, report_skipped_runs
+    from memkiln.flows.serving import (
+        forkserver_flow_runs,
+        one_run_at_a_time,
+        report_skipped_runs,
+        serve_deployment,
+    )
 
     forkserver_flow_runs()
     report_skipped_runs()
     served = _on_runner(run_flow, settings)  # the configured task runner, as 'run' does
-    served.serve(
+    signum = serve_deployment(
+        served,
         name=name,
         cron=cron,
         parameters=parameters,
-        pause_on_shutdown=False,
-        global_limit=one_run_at_a_time(),  # a run due while one runs is cancelled
+        limit=one_run_at_a_time(),  # a run due while one runs is cancelled
+        on_ready=lambda: print(
+            f"memkiln serve: deployment {served.name}/{name} runs on cron {cron!r} "
+            "(one run at a time); waiting for runs; SIGTERM or Ctrl-C stops",
+            flush=True,
+        ),
     )
+    if signum is not None:
+        import signal
+
+        sys.stderr.write(
+            f"error: interrupted by {signal.Signals(signum).name}: serve stopped; a flow run "
+            "in progress is cancelled (Cancelled in Prefect), the next run closes its records\n"
+        )
+        raise typer.Exit(128 + signum)
 
 
 def _refuse_secrets_in_parameters(options: Options, as_given: dict[str, Any]) -> None:

@@ -19,6 +19,11 @@ previous one still runs is cancelled by the server before it starts (Prefect's U
 Cancelled, "Deployment concurrency limit reached."), where before it started, met the
 store's lock and failed with a traceback. ``serve`` prints one line for each
 (``report_skipped_runs``).
+
+Stopping: ``serve_deployment`` runs Prefect's ``Runner`` (what ``Flow.serve`` runs), whose
+SIGTERM handler cancels the runs in progress and stops the polling; it then reports which
+signal stopped it, so that ``serve`` can print one line and exit 128 + the signal, and stops
+the fork server at once (it would otherwise wait for its parent's end to notice).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import multiprocessing.context
+from collections.abc import Callable
 from typing import Any
 
 #: What the fork server imports once: the nightly flow and, through it, everything it uses.
@@ -107,3 +113,50 @@ def report_skipped_runs(stream: Any = None) -> logging.Handler:
     if logger.getEffectiveLevel() > logging.INFO:
         logger.setLevel(logging.INFO)
     return handler
+
+
+def serve_deployment(
+    flow: Any,
+    *,
+    name: str,
+    cron: str,
+    parameters: dict[str, Any],
+    limit: Any,
+    on_ready: Callable[[], None] = lambda: None,
+) -> int | None:
+    """Serve ``flow`` as the deployment ``name`` on ``cron`` until a signal stops it (calling
+    ``on_ready`` once the deployment is registered); returns the signal's number (None when
+    the runner ended by itself)."""
+    import asyncio
+    import signal
+
+    from prefect.runner import Runner
+
+    received: list[int] = []
+
+    class _Runner(Runner):
+        def handle_sigterm(self, *args: Any, **kwargs: Any) -> None:
+            received.append(signal.SIGTERM)
+            super().handle_sigterm(*args, **kwargs)
+
+    runner = _Runner(name=name, pause_on_shutdown=False)
+    runner.add_flow(flow, name=name, cron=cron, parameters=parameters, concurrency_limit=limit)
+    on_ready()
+    try:
+        asyncio.run(runner.start())
+    except SystemExit:  # Prefect's handler exits when a signal comes before the runner started
+        if not received:
+            raise
+    finally:
+        stop_forkserver()
+    return received[0] if received else None
+
+
+def stop_forkserver() -> None:
+    """Stop this process's fork server, if it started one (its flow runs have ended)."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    stop = getattr(server, "_stop", None)
+    if stop is not None and getattr(server, "_forkserver_pid", None) is not None:
+        stop()
