@@ -120,26 +120,15 @@ def readable_by_duckdb1(con: duckdb.DuckDBPyConnection) -> bool:
     return bool(have) and have <= _version(READERS_STORAGE_VERSION)
 
 
-#: The name the readers' copy is attached under while ``_export`` writes it.
-_COPY_CATALOG = "readers_copy"
-
-
 def _export(con: duckdb.DuckDBPyConnection, dest: Path) -> None:
     """``dest`` made a new database in the readers' storage format holding everything of the
     store (tables, comments, views): for a store written in a format DuckDB 1.x cannot open
     (by DuckDB 2 before memkiln chose the format). Slower than a byte copy; ``Publisher``
     spaces publishes by what they cost."""
-    from memkiln.io.store import STORE_CATALOG
+    from memkiln.io.store import copy_store
 
     dest.unlink(missing_ok=True)
-    literal = "'" + str(dest).replace("'", "''") + "'"
-    con.execute(
-        f"attach {literal} as {_COPY_CATALOG} (storage_version '{READERS_STORAGE_VERSION}')"
-    )
-    try:
-        con.execute(f"copy from database {STORE_CATALOG} to {_COPY_CATALOG}")
-    finally:
-        con.execute(f"detach {_COPY_CATALOG}")
+    copy_store(con, dest, storage_version=READERS_STORAGE_VERSION)
 
 
 #: What a file system or kernel answers when it cannot share blocks or copy in the kernel.

@@ -170,6 +170,22 @@ def _connect(path: Path | str, *, read_only: bool) -> duckdb.DuckDBPyConnection:
     return con
 
 
+#: The name a copy of the store is attached under while ``copy_store`` writes it.
+_COPY_CATALOG = "store_copy"
+
+
+def copy_store(con: duckdb.DuckDBPyConnection, dest: Path, *, storage_version: str) -> None:
+    """Write everything of the store (tables, comments, views) into the new file ``dest``, in
+    DuckDB's storage format ``storage_version`` (a version such as ``v1.4.0``)."""
+    literal = "'" + str(dest).replace("'", "''") + "'"
+    version = "'" + storage_version.replace("'", "''") + "'"
+    con.execute(f"attach {literal} as {_COPY_CATALOG} (storage_version {version})")
+    try:
+        con.execute(f"copy from database {STORE_CATALOG} to {_COPY_CATALOG}")
+    finally:
+        con.execute(f"detach {_COPY_CATALOG}")
+
+
 def cursor(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
     """Another connection to the same store (for a worker thread)."""
     cur = con.cursor()
