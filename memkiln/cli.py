@@ -278,9 +278,16 @@ PREFECT_STARTING = (
 )
 
 
-def _hold(settings: Settings, *, create: bool, work: Callable[[], T]) -> T:
+def _hold(
+    settings: Settings,
+    *,
+    create: bool,
+    work: Callable[[bool], T],
+    needs_prefect: Callable[[], bool] | None = None,
+) -> T:
     """Hold the store (exit 3 at once if another run does), check it can be written, then
-    start Prefect (if asked) and do the work."""
+    start Prefect (if the settings ask for it and ``needs_prefect``, if given, agrees) and do
+    the work, told whether it runs under Prefect."""
     from memkiln.io.lock import hold_store
     from memkiln.io.progress import Reporter
 
@@ -293,10 +300,15 @@ def _hold(settings: Settings, *, create: bool, work: Callable[[], T]) -> T:
         with hold_store(settings.db):
             reporter.waiting(f"opening {settings.db}")
             _check_db(settings.db)
-            if settings.prefect:
+            prefect = settings.prefect and (needs_prefect is None or needs_prefect())
+            if prefect:
                 reporter.waiting(PREFECT_STARTING)
+                if not os.environ.get("PREFECT_API_URL"):
+                    from memkiln.io.signals import starting
+
+                    starting("Prefect was starting (its temporary API server)")
                 _prefect_environment()
-            return work()
+            return work(prefect)
     finally:
         Reporter.done_waiting()
 
@@ -354,8 +366,8 @@ def ingest(
     _check_archive(settings)
     check_runner(settings)
 
-    def work() -> IngestSummary:
-        if settings.prefect:
+    def work(prefect: bool) -> IngestSummary:
+        if prefect:
             from memkiln.flows.ingest import ingest_flow
 
             return _on_runner(ingest_flow, settings)(_options(settings))
@@ -415,8 +427,8 @@ def extract(
     settings = _settings(locals(), config)
     check_backend(settings)
 
-    def work() -> ExtractSummary:
-        if settings.prefect:
+    def work(prefect: bool) -> ExtractSummary:
+        if prefect:
             from memkiln.flows.extract import extract_flow
 
             return _on_runner(extract_flow, settings)(_options(settings))
@@ -480,8 +492,8 @@ def run(
     check_backend(settings)
     _check_out(settings.out)
 
-    def work() -> RunSummary:
-        if settings.prefect:
+    def work(prefect: bool) -> RunSummary:
+        if prefect:
             from memkiln.flows.run import run_flow
 
             return _on_runner(run_flow, settings)(_options(settings))
@@ -489,7 +501,18 @@ def run(
 
         return run_job(settings)
 
-    summary = _hold(settings, create=True, work=work)
+    skipped: list[bool] = []
+
+    def needs_prefect() -> bool:
+        """Prefect's temporary API server costs more than a run with nothing new (see
+        ``memkiln.flows.nothing_new``): such a run goes without it."""
+        from memkiln.flows.nothing_new import prefect_worth_starting
+
+        worth = prefect_worth_starting(settings)
+        skipped.extend([] if worth else [True])
+        return worth
+
+    summary = _hold(settings, create=True, work=work, needs_prefect=needs_prefect)
     if _print_estimate(summary.estimate, as_json=as_json, run_id=summary.run_id):
         return EXIT_OK
     if as_json:
@@ -506,6 +529,10 @@ def run(
         f"run {summary.run_id[:12]}",
     )
     _console().print(f"memory files: {settings.out}/INDEX.md", highlight=False, markup=False)
+    if skipped:
+        from memkiln.flows.nothing_new import WITHOUT_PREFECT
+
+        _console().print(WITHOUT_PREFECT, highlight=False, markup=False)
     return run_exit_code(extract=summary.extract, consolidate=summary.consolidate)
 
 
@@ -557,8 +584,8 @@ def backfill(
     check_backend(settings)
     _check_out(settings.out)
 
-    def work() -> BackfillSummary:
-        if settings.prefect:
+    def work(prefect: bool) -> BackfillSummary:
+        if prefect:
             from memkiln.flows.backfill import backfill_flow
 
             return _on_runner(backfill_flow, settings)(_options(settings))
@@ -639,8 +666,8 @@ def consolidate(
     check_backend(settings)
     _check_out(settings.out)
 
-    def work() -> ConsolidateSummary:
-        if settings.prefect:
+    def work(prefect: bool) -> ConsolidateSummary:
+        if prefect:
             from memkiln.flows.consolidate import consolidate_flow
 
             return _on_runner(consolidate_flow, settings)(_options(settings), project)
