@@ -341,6 +341,29 @@ def _print(sections: Sequence[Section], notes: Sequence[str] = (), caption: str 
         console.print(table)
     for note in notes:
         console.print(_styled("attention", note), soft_wrap=True)
+    console.print(f"took {took(_elapsed())}", highlight=False, markup=False)
+
+
+#: When this command started (``run_cli``), for the time every summary says it took.
+_COMMAND_STARTED: list[float] = []
+
+
+def _elapsed() -> float:
+    """Seconds since the command started."""
+    import time
+
+    return time.monotonic() - _COMMAND_STARTED[-1] if _COMMAND_STARTED else 0.0
+
+
+def took(seconds: float) -> str:
+    """A duration for a person: ``4.2 s``, ``3 min 05 s``, ``2 h 01 min``."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
 
 
 @app.command()
@@ -618,6 +641,7 @@ def _print_counters(summary: Any, code: int) -> int:
         "run_id": summary.run_id,
         "stopped": extract.stopped,
         "budget_reached": extract.budget_reached,
+        "seconds": round(_elapsed(), 1),
     }
     sys.stdout.write(json.dumps(out) + "\n")
     return code
@@ -1092,9 +1116,12 @@ def _fail(message: str, code: int) -> int:
 
 def run_cli(args: Sequence[str] | None = None) -> int:
     """Run the app and return the exit code; every error becomes one line on stderr."""
+    import time
+
     from memkiln.flows.ephemeral import stop_ephemeral_server
     from memkiln.io.signals import interruptible, stopped_line
 
+    _COMMAND_STARTED.append(time.monotonic())
     _prefect_defaults()
     allocator_defaults()
     _help_width()

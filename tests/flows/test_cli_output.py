@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -115,3 +116,22 @@ def test_scan_limit_is_gone_and_a_config_file_that_still_sets_it_loads_with_a_wa
     assert any("scan_limit" in w and "config file" in w and "delete it" in w for w in warned)
     assert any("scan_limit" in w and "environment" in w for w in warned)
     assert "scan_limit" not in memkiln_piped("config", cwd=tmp_path)
+
+
+def test_a_duration_reads_in_seconds_minutes_or_hours() -> None:
+    from memkiln.cli import took
+
+    assert took(4.24) == "4.2 s"
+    assert took(185) == "3 min 05 s"
+    assert took(2 * 3600 + 61) == "2 h 01 min"
+
+
+def test_every_summary_says_how_long_the_command_took(sample_archive: Path, tmp_path: Path) -> None:
+    args = ["--archive", str(sample_archive), "--db", str(tmp_path / "m.duckdb"), "--no-prefect"]
+    table = memkiln_piped("ingest", *args, cwd=tmp_path)
+    assert re.search(r"^took \d+\.\d s$", table, re.MULTILINE), table
+    shown = json.loads(
+        memkiln_piped("extract", "--db", str(tmp_path / "m.duckdb"), "--no-prefect", "--json",
+                      cwd=tmp_path)
+    )  # fmt: skip
+    assert isinstance(shown["seconds"], float) and shown["seconds"] > 0

@@ -281,6 +281,13 @@ def test_serve_starts_the_scheduled_nightly_flow_whose_artifact_holds_the_summar
         # the phases, each ingest batch's preparation and each project's files
         names = {str(t["name"]).split()[0] for t in tasks}
         assert names == {"ingest", "prepare", "extract", "consolidate", "render"}
+        # the log holds each phase's counts as it ended, and no line per completed task
+        logs = api(base, "/logs/filter", {"logs": {"flow_run_id": {"any_": [flow_run["id"]]}}})
+        messages = [str(entry["message"]) for entry in logs]
+        for phase in ("memkiln ingest: files seen 8", "memkiln extract:", "memkiln consolidate:"):
+            assert any(m.startswith(phase) for m in messages), (phase, messages)
+        completed = [e for e in logs if e["task_run_id"] and "Completed" in str(e["message"])]
+        assert not completed, completed
     finally:
         for proc in (serve, server):
             if proc is not None and proc.poll() is None:
