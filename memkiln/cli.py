@@ -772,6 +772,7 @@ def serve(
         raise ConfigError(f"invalid --cron {cron!r}: {str(exc).splitlines()[0]}") from None
     _prefect_environment()
     from memkiln.flows.run import run_flow
+    from memkiln.flows.run_logs import quiet_keepalive_tracebacks
     from memkiln.flows.serving import (
         forkserver_flow_runs,
         one_run_at_a_time,
@@ -781,6 +782,7 @@ def serve(
 
     forkserver_flow_runs()
     report_skipped_runs()
+    quiet_keepalive_tracebacks()
     served = _on_runner(run_flow, settings)  # the configured task runner, as 'run' does
     signum = serve_deployment(
         served,

@@ -26,7 +26,7 @@ from memkiln.flows.plain_run import SUMMED as SUMMED
 from memkiln.flows.plain_run import RunSummary, dry_run_estimate, spent, whole_job
 from memkiln.flows.plain_run import merge_counters as merge_counters
 from memkiln.flows.plain_run import run_job as run_job
-from memkiln.flows.run_logs import log_phase, quiet_completed_tasks
+from memkiln.flows.run_logs import log_phase, quiet_completed_tasks, quiet_keepalive_tracebacks
 from memkiln.io.artifacts import flow_run_id, publish
 from memkiln.settings import Options, Settings
 from memkiln.transforms.summaries import (
@@ -45,6 +45,7 @@ def _run_name() -> str:
 def run_flow(options: Options) -> RunSummary:
     """Ingest the archive, extract stage-one memories, consolidate per-project memory files."""
     quiet_completed_tasks()  # the phases' counts are logged instead
+    quiet_keepalive_tracebacks()
     # 1. hold the store and record the run
     summary = RunSummary()
     with whole_job(

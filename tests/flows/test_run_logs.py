@@ -32,3 +32,27 @@ def test_a_completed_task_run_is_not_logged_and_a_failed_one_is(
         assert len(logger.filters) == 1
     finally:
         logger.filters.clear()
+
+
+def test_a_failed_websocket_keepalive_is_one_line_without_a_traceback(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    from memkiln.flows.run_logs import KEEPALIVE_LINE, quiet_keepalive_tracebacks
+
+    logger = logging.getLogger("websockets.client")
+    quiet_keepalive_tracebacks()
+    try:
+        with caplog.at_level(logging.DEBUG, logger="websockets.client"):
+            try:
+                raise ConnectionError("sent 1011 (internal error) keepalive ping timeout")
+            except ConnectionError:
+                logger.error("keepalive ping failed", exc_info=True)
+            logger.error("another error")
+        first, second = caplog.records
+        assert first.getMessage().startswith(KEEPALIVE_LINE)
+        assert "keepalive ping timeout" in first.getMessage()
+        assert first.exc_info is None and first.levelname == "WARNING"
+        assert "Traceback" not in caplog.text
+        assert second.getMessage() == "another error"
+    finally:
+        logger.filters.clear()
