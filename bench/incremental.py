@@ -206,7 +206,7 @@ def main() -> None:
         config.write_text(
             f'archive = "archive"\ndb = "m.duckdb"\nout = "memories"\nbackend = "openai"\n'
             f'base_url = "{fake.base_url}"\nmodel = "fake-model"\nconcurrency = 16\n'
-            f"scan_limit = {args.sessions * 2}\nmax_rollouts_per_run = {args.sessions * 2}\n"
+            f"max_rollouts_per_run = {args.sessions * 2}\n"
             "progress = false\n"
         )
         env = {k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_")}

@@ -62,12 +62,12 @@ app = typer.Typer(
 MIB = 1024 * 1024
 
 #: Command-line parameter -> (setting, option). Every option of every command that sets a
-#: setting is here; ``--batch-mb`` is the one given in other units (MiB) than its setting.
+#: setting is here, named as the setting (and as its ``MEMKILN_*`` variable).
 CLI_OPTIONS: dict[str, tuple[str, str]] = {
     "db": ("db", "--db"),
     "archive": ("archive", "--archive"),
     "out": ("out", "--out"),
-    "batch_mb": ("batch_bytes", "--batch-mb"),
+    "batch_bytes": ("batch_bytes", "--batch-bytes"),
     "progress": ("progress", "--progress/--no-progress"),
     "prefect": ("prefect", "--prefect/--no-prefect"),
     "task_runner": ("task_runner", "--task-runner"),
@@ -79,11 +79,11 @@ CLI_OPTIONS: dict[str, tuple[str, str]] = {
     "concurrency": ("concurrency", "--concurrency"),
     "context_window": ("context_window", "--context-window"),
     "backfill": ("backfill", "--backfill/--nightly"),
-    "max_age_days": ("max_rollout_age_days", "--max-age-days"),
-    "min_idle_hours": ("min_rollout_idle_hours", "--min-idle-hours"),
-    "max_rollouts": ("max_rollouts_per_run", "--max-rollouts"),
+    "max_age_days": ("max_rollout_age_days", "--max-rollout-age-days"),
+    "min_idle_hours": ("min_rollout_idle_hours", "--min-rollout-idle-hours"),
+    "max_rollouts": ("max_rollouts_per_run", "--max-rollouts-per-run"),
     "sources": ("sources", "--sources"),
-    "timeout": ("request_timeout_s", "--timeout"),
+    "timeout": ("request_timeout_s", "--request-timeout-s"),
     "max_retries": ("max_retries", "--max-retries"),
     "since": ("since", "--since"),
     "until": ("until", "--until"),
@@ -92,25 +92,48 @@ CLI_OPTIONS: dict[str, tuple[str, str]] = {
     "publish": ("publish", "--publish"),
     "codex_alongside": ("codex_alongside", "--codex-alongside/--no-codex-alongside"),
 }
+#: Options still accepted under a former name and unit, not shown in help.
+OLD_OPTIONS: dict[str, tuple[str, str]] = {"batch_mb": ("batch_bytes", "--batch-mb")}
 CONVERT: dict[str, Callable[[Any], Any]] = {"batch_mb": lambda mb: mb * MIB}
 
 
-def _option(param: str, *names: str, intro: str = "") -> Any:
+#: Units of ``parse_size``: the binary ones, and the decimal ones.
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "k": 1024, "kib": 1024, "m": MIB, "mib": MIB, "g": 1024 * MIB, "gib": 1024 * MIB,
+    "kb": 1000, "mb": 1000**2, "gb": 1000**3,
+}  # fmt: skip
+
+
+def parse_size(text: str) -> int:
+    """Bytes of a size given as ``33554432``, ``32MiB``, ``32M`` (binary), ``50MB`` (decimal)."""
+    import re
+
+    m = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*([A-Za-z]*)\s*", str(text))
+    unit = m.group(2).lower() if m else ""
+    if m is None or unit not in _SIZE_UNITS:
+        raise typer.BadParameter(f"{text!r} is not a size: give bytes, or 64MiB, 512KiB, 1GiB")
+    return int(float(m.group(1)) * _SIZE_UNITS[unit])
+
+
+def _option(param: str, *names: str, text: str = "") -> Any:
     """A ``typer.Option`` for a setting: its help is the setting's description, with the
     environment variable and the default; the option itself defaults to nothing."""
     setting, flag = CLI_OPTIONS[param]
     info = Options.model_fields[setting]
     default = info.get_default(call_default_factory=True)
     shown = ",".join(default) if isinstance(default, list) else default
-    if param == "batch_mb":
+    if param == "batch_bytes":
         return typer.Option(
             *names,
-            help="Megabytes (MiB) of raw input loaded and normalized per batch "
-            f"[{env_name(setting)}, in bytes; default: {default // MIB}]",
+            parser=parse_size,
+            metavar="<size>",
+            help=f"{info.description} A number of bytes, or with a unit: 64MiB, 512KiB, 1GiB "
+            f"(or kB, MB, GB: powers of 1000) [{env_name(setting)}; default: {default // MIB}MiB]",
             show_default=False,
         )
     shown = "none" if shown is None else shown
-    text = f"{intro}{info.description} [{env_name(setting)}; default: {shown}]"
+    text = f"{text or info.description} [{env_name(setting)}; default: {shown}]"
     return typer.Option(*(names or flag.split("/")), help=text, show_default=False)
 
 
@@ -120,7 +143,12 @@ ArchiveOpt = Annotated[
     _option("archive", "--archive", "-a"),
 ]
 OutOpt = Annotated[Path | None, _option("out", "--out")]
-BatchOpt = Annotated[int | None, _option("batch_mb", "--batch-mb")]
+BatchOpt = Annotated[int | None, _option("batch_bytes", "--batch-bytes")]
+#: The former name of --batch-bytes, in MiB: still accepted, no longer shown.
+BatchMbOpt = Annotated[
+    int | None,
+    typer.Option("--batch-mb", hidden=True, help="--batch-bytes in MiB (the former option)."),
+]
 ProgressOpt = Annotated[bool | None, _option("progress", "--progress/--no-progress")]
 PrefectOpt = Annotated[bool | None, _option("prefect", "--prefect/--no-prefect")]
 RunnerOpt = Annotated[str | None, _option("task_runner", "--task-runner")]
@@ -133,13 +161,26 @@ ConcurrencyOpt = Annotated[int | None, _option("concurrency", "--concurrency")]
 WindowOpt = Annotated[int | None, _option("context_window", "--context-window")]
 BackfillOpt = Annotated[
     bool | None,
-    _option("backfill", "--backfill/--nightly", intro="Nightly: the age limit applies. "),
+    _option(
+        "backfill",
+        "--backfill/--nightly",
+        text="--backfill takes sessions of any age (a backfill over history); --nightly skips "
+        "those older than max_rollout_age_days.",
+    ),
 ]
-MaxAgeOpt = Annotated[float | None, _option("max_age_days", "--max-age-days")]
-IdleOpt = Annotated[float | None, _option("min_idle_hours", "--min-idle-hours")]
-LimitOpt = Annotated[int | None, _option("max_rollouts", "--max-rollouts")]
+# each option is named as its setting (and its MEMKILN_* variable); the shorter names they had
+# before are still accepted
+MaxAgeOpt = Annotated[
+    float | None, _option("max_age_days", "--max-rollout-age-days", "--max-age-days")
+]
+IdleOpt = Annotated[
+    float | None, _option("min_idle_hours", "--min-rollout-idle-hours", "--min-idle-hours")
+]
+LimitOpt = Annotated[
+    int | None, _option("max_rollouts", "--max-rollouts-per-run", "--max-rollouts")
+]
 SourcesOpt = Annotated[str | None, _option("sources", "--sources")]
-TimeoutOpt = Annotated[float | None, _option("timeout", "--timeout")]
+TimeoutOpt = Annotated[float | None, _option("timeout", "--request-timeout-s", "--timeout")]
 RetriesOpt = Annotated[int | None, _option("max_retries", "--max-retries")]
 SinceOpt = Annotated[str | None, _option("since", "--since")]
 UntilOpt = Annotated[str | None, _option("until", "--until")]
@@ -179,8 +220,9 @@ def _settings_and_sources(
     given: dict[str, Any] = {}
     flags: dict[str, str] = {}
     for param, value in params.items():
-        if param in CLI_OPTIONS and value is not None:
-            setting, flag = CLI_OPTIONS[param]
+        known = CLI_OPTIONS.get(param) or OLD_OPTIONS.get(param)
+        if known is not None and value is not None:
+            setting, flag = known
             given[setting] = CONVERT.get(param, lambda v: v)(value)
             flags[setting] = flag
     return load_settings(given, flags=flags, config=config)
@@ -235,20 +277,46 @@ def _prefect_environment() -> None:
         ) from exc
 
 
-def _hold(settings: Settings, *, create: bool, work: Callable[[], T]) -> T:
+#: The line a terminal shows while Prefect starts (the flow's first line replaces it).
+PREFECT_STARTING = (
+    "starting Prefect (its API server and database take a few seconds; "
+    "--no-prefect runs without it)"
+)
+
+
+def _hold(
+    settings: Settings,
+    *,
+    create: bool,
+    work: Callable[[bool], T],
+    needs_prefect: Callable[[], bool] | None = None,
+) -> T:
     """Hold the store (exit 3 at once if another run does), check it can be written, then
-    start Prefect (if asked) and do the work."""
+    start Prefect (if the settings ask for it and ``needs_prefect``, if given, agrees) and do
+    the work, told whether it runs under Prefect."""
     from memkiln.io.lock import hold_store
+    from memkiln.io.progress import Reporter
 
     if not create and not settings.db.exists():
         raise ConfigError(
             f"no database at {settings.db}; run 'memkiln ingest' first (or check --db)"
         )
-    with hold_store(settings.db):
-        _check_db(settings.db)
-        if settings.prefect:
-            _prefect_environment()
-        return work()
+    reporter = Reporter(enabled=settings.progress)
+    try:
+        with hold_store(settings.db):
+            reporter.waiting(f"opening {settings.db}")
+            _check_db(settings.db)
+            prefect = settings.prefect and (needs_prefect is None or needs_prefect())
+            if prefect:
+                reporter.waiting(PREFECT_STARTING)
+                if not os.environ.get("PREFECT_API_URL"):
+                    from memkiln.io.signals import starting
+
+                    starting("Prefect was starting (its temporary API server)")
+                _prefect_environment()
+            return work(prefect)
+    finally:
+        Reporter.done_waiting()
 
 
 def _check_db(db: Path) -> None:
@@ -269,7 +337,7 @@ def _check_archive(settings: Settings) -> Path:
 
 
 def _print(sections: Sequence[Section], notes: Sequence[str] = (), caption: str = "") -> None:
-    console = Console()
+    console = _console()
     for title, rows in sections:
         table = Table(title=title, caption=caption, show_header=False)
         table.add_column("what", style="bold")
@@ -279,13 +347,37 @@ def _print(sections: Sequence[Section], notes: Sequence[str] = (), caption: str 
         console.print(table)
     for note in notes:
         console.print(_styled("attention", note), soft_wrap=True)
+    console.print(f"took {took(_elapsed())}", highlight=False, markup=False)
+
+
+#: When this command started (``run_cli``), for the time every summary says it took.
+_COMMAND_STARTED: list[float] = []
+
+
+def _elapsed() -> float:
+    """Seconds since the command started."""
+    import time
+
+    return time.monotonic() - _COMMAND_STARTED[-1] if _COMMAND_STARTED else 0.0
+
+
+def took(seconds: float) -> str:
+    """A duration for a person: ``4.2 s``, ``3 min 05 s``, ``2 h 01 min``."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
 
 
 @app.command()
 def ingest(
     archive: ArchiveOpt = None,
     db: DbOpt = None,
-    batch_mb: BatchOpt = None,
+    batch_bytes: BatchOpt = None,
+    batch_mb: BatchMbOpt = None,
     progress: ProgressOpt = None,
     prefect: PrefectOpt = None,
     task_runner: RunnerOpt = None,
@@ -303,8 +395,8 @@ def ingest(
     _check_archive(settings)
     check_runner(settings)
 
-    def work() -> IngestSummary:
-        if settings.prefect:
+    def work(prefect: bool) -> IngestSummary:
+        if prefect:
             from memkiln.flows.ingest import ingest_flow
 
             return _on_runner(ingest_flow, settings)(_options(settings))
@@ -316,7 +408,7 @@ def ingest(
     summary = _hold(settings, create=True, work=work)
     _print([ingest_section(summary)], caption=f"run {summary.run_id[:12]}")
     if summary.quarantined:
-        Console().print(
+        _console().print(
             f"quarantined lines are in the 'quarantine' table of {settings.db} "
             "(view v_quarantine_by_reason)",
             markup=False,
@@ -364,8 +456,8 @@ def extract(
     settings = _settings(locals(), config)
     check_backend(settings)
 
-    def work() -> ExtractSummary:
-        if settings.prefect:
+    def work(prefect: bool) -> ExtractSummary:
+        if prefect:
             from memkiln.flows.extract import extract_flow
 
             return _on_runner(extract_flow, settings)(_options(settings))
@@ -388,7 +480,8 @@ def run(
     archive: ArchiveOpt = None,
     db: DbOpt = None,
     out: OutOpt = None,
-    batch_mb: BatchOpt = None,
+    batch_bytes: BatchOpt = None,
+    batch_mb: BatchMbOpt = None,
     backend: BackendOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -431,8 +524,8 @@ def run(
     check_backend(settings)
     _check_out(settings.out)
 
-    def work() -> RunSummary:
-        if settings.prefect:
+    def work(prefect: bool) -> RunSummary:
+        if prefect:
             from memkiln.flows.run import run_flow
 
             return _on_runner(run_flow, settings)(_options(settings))
@@ -440,7 +533,18 @@ def run(
 
         return run_job(settings)
 
-    summary = _hold(settings, create=True, work=work)
+    skipped: list[bool] = []
+
+    def needs_prefect() -> bool:
+        """Prefect's temporary API server costs more than a run with nothing new (see
+        ``memkiln.flows.nothing_new``): such a run goes without it."""
+        from memkiln.flows.nothing_new import prefect_worth_starting
+
+        worth = prefect_worth_starting(settings)
+        skipped.extend([] if worth else [True])
+        return worth
+
+    summary = _hold(settings, create=True, work=work, needs_prefect=needs_prefect)
     if _print_estimate(summary.estimate, as_json=as_json, run_id=summary.run_id):
         return EXIT_OK
     if as_json:
@@ -458,7 +562,11 @@ def run(
         sections.append(publish_section(summary.publish))
         attention += summary.publish.lines
     _print(sections, attention, f"run {summary.run_id[:12]}")
-    Console().print(f"memory files: {settings.out}/INDEX.md", highlight=False, markup=False)
+    _console().print(f"memory files: {settings.out}/INDEX.md", highlight=False, markup=False)
+    if skipped:
+        from memkiln.flows.nothing_new import WITHOUT_PREFECT
+
+        _console().print(WITHOUT_PREFECT, highlight=False, markup=False)
     return run_exit_code(extract=summary.extract, consolidate=summary.consolidate)
 
 
@@ -469,7 +577,8 @@ def backfill(
     until: UntilOpt = None,
     db: DbOpt = None,
     out: OutOpt = None,
-    batch_mb: BatchOpt = None,
+    batch_bytes: BatchOpt = None,
+    batch_mb: BatchMbOpt = None,
     backend: BackendOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -509,8 +618,8 @@ def backfill(
     check_backend(settings)
     _check_out(settings.out)
 
-    def work() -> BackfillSummary:
-        if settings.prefect:
+    def work(prefect: bool) -> BackfillSummary:
+        if prefect:
             from memkiln.flows.backfill import backfill_flow
 
             return _on_runner(backfill_flow, settings)(_options(settings))
@@ -532,7 +641,7 @@ def backfill(
     ]
     caption = f"run {summary.run_id[:12]}, {len(summary.batches)} extraction batch(es)"
     _print(sections, notes(extract=extracted, consolidate=summary.consolidate), caption)
-    Console().print(f"memory files: {settings.out}/INDEX.md", highlight=False, markup=False)
+    _console().print(f"memory files: {settings.out}/INDEX.md", highlight=False, markup=False)
     return run_exit_code(extract=extracted, consolidate=summary.consolidate)
 
 
@@ -543,6 +652,7 @@ def _print_counters(summary: Any, code: int) -> int:
         "run_id": summary.run_id,
         "stopped": extract.stopped,
         "budget_reached": extract.budget_reached,
+        "seconds": round(_elapsed(), 1),
     }
     sys.stdout.write(json.dumps(out) + "\n")
     return code
@@ -591,8 +701,8 @@ def consolidate(
     check_backend(settings)
     _check_out(settings.out)
 
-    def work() -> ConsolidateSummary:
-        if settings.prefect:
+    def work(prefect: bool) -> ConsolidateSummary:
+        if prefect:
             from memkiln.flows.consolidate import consolidate_flow
 
             return _on_runner(consolidate_flow, settings)(_options(settings), project)
@@ -609,7 +719,7 @@ def consolidate(
             f"see {settings.out}/INDEX.md or 'memkiln status' for the projects"
         )
     _print([consolidate_section(summary)], notes(consolidate=summary), f"run {summary.run_id[:12]}")
-    Console().print(f"memory files: {settings.out}/INDEX.md", highlight=False, markup=False)
+    _console().print(f"memory files: {settings.out}/INDEX.md", highlight=False, markup=False)
     return run_exit_code(consolidate=summary)
 
 
@@ -671,7 +781,10 @@ def publish_command(
     summary = _hold(
         settings,
         create=False,
-        work=lambda: publish_store(settings, targets=targets, remove=remove, project=project),
+        work=lambda _prefect: publish_store(
+            settings, targets=targets, remove=remove, project=project
+        ),
+        needs_prefect=lambda: False,  # publishing is file work: always in-process
     )
     if summary.dry_run:
         _print_steps(summary)
@@ -751,11 +864,38 @@ def serve(
         raise ConfigError(f"invalid --cron {cron!r}: {str(exc).splitlines()[0]}") from None
     _prefect_environment()
     from memkiln.flows.run import run_flow
-    from memkiln.flows.serving import forkserver_flow_runs
+    from memkiln.flows.run_logs import quiet_keepalive_tracebacks
+    from memkiln.flows.serving import (
+        forkserver_flow_runs,
+        one_run_at_a_time,
+        report_skipped_runs,
+        serve_deployment,
+    )
 
     forkserver_flow_runs()
+    report_skipped_runs()
+    quiet_keepalive_tracebacks()
     served = _on_runner(run_flow, settings)  # the configured task runner, as 'run' does
-    served.serve(name=name, cron=cron, parameters=parameters, pause_on_shutdown=False)
+    signum = serve_deployment(
+        served,
+        name=name,
+        cron=cron,
+        parameters=parameters,
+        limit=one_run_at_a_time(),  # a run due while one runs is cancelled
+        on_ready=lambda: print(
+            f"memkiln serve: deployment {served.name}/{name} runs on cron {cron!r} "
+            "(one run at a time); waiting for runs; SIGTERM or Ctrl-C stops",
+            flush=True,
+        ),
+    )
+    if signum is not None:
+        import signal
+
+        sys.stderr.write(
+            f"error: interrupted by {signal.Signals(signum).name}: serve stopped; a flow run "
+            "in progress is cancelled (Cancelled in Prefect), the next run closes its records\n"
+        )
+        raise typer.Exit(128 + signum)
 
 
 def _refuse_secrets_in_parameters(options: Options, as_given: dict[str, Any]) -> None:
@@ -779,7 +919,8 @@ def show_config(
     archive: ArchiveOpt = None,
     db: DbOpt = None,
     out: OutOpt = None,
-    batch_mb: BatchOpt = None,
+    batch_bytes: BatchOpt = None,
+    batch_mb: BatchMbOpt = None,
     backend: BackendOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
@@ -827,7 +968,7 @@ def show_config(
         table.add_row(name, masked(name, getattr(effective, name)), str(src))
     key = os.environ.get("OPENAI_API_KEY")
     table.add_row("(api key)", "****" if key else "not set", "environment OPENAI_API_KEY")
-    console = Console()
+    console = _console()
     console.print(table)
     path = config_path(config)
     config_file = path.resolve() if path else "none"
@@ -846,7 +987,10 @@ def report(
     ] = Path("report.html"),
     db: DbOpt = None,
     out: Annotated[
-        Path | None, _option("out", "--memories", intro="The project table links here. ")
+        Path | None,
+        _option(
+            "out", "--memories", text="Directory of the memory files the project table links to."
+        ),
     ] = None,
     config: ConfigOpt = None,
 ) -> None:
@@ -857,7 +1001,7 @@ def report(
 
     settings = _settings({"db": db, "out": out}, config)
     done = write_report(settings.db, report_file, memories=settings.out)
-    Console().print(
+    _console().print(
         f"wrote {done.path} ({done.bytes / 1e6:.1f} MB): {done.charts} charts, "
         f"{done.projects} projects",
         highlight=False,
@@ -992,7 +1136,7 @@ def status(as_json: StatusJsonOpt = False, db: DbOpt = None, config: ConfigOpt =
     if as_json:
         sys.stdout.write(print_json(report))
     else:
-        print_status(report, Console())
+        print_status(report, _console())
 
 
 @app.command()
@@ -1004,7 +1148,7 @@ def projects(as_json: StatusJsonOpt = False, db: DbOpt = None, config: ConfigOpt
     if as_json:
         sys.stdout.write(print_json(rows))
     else:
-        print_projects(rows, Console())
+        print_projects(rows, _console())
 
 
 def _version(value: bool) -> None:
@@ -1035,6 +1179,32 @@ def _styled(label: str, message: str) -> Text:
     return Text.assemble((f"{label}:", "bold red"), " ", one_line(message, 10_000))
 
 
+#: Width of output that goes to no terminal (a pipe, a file, cron's mail): tables as wide as
+#: their values, so nothing is cut (a terminal's own width applies on a terminal).
+UNCUT_WIDTH = 10_000
+#: Width of ``--help`` that goes to no terminal: wide enough that no setting's variable name
+#: or default is cut (``[MEMKILN_MIN_ROLLOUT_IDLE_HOURS; …``); help wraps, it is never cut.
+HELP_WIDTH = 160
+
+
+def _console() -> Console:
+    """A console on stdout: the terminal's width there, and elsewhere (unless ``COLUMNS``
+    says otherwise) as wide as the output, so a value is never cut to fit 80 columns."""
+    console = Console()
+    if console.is_terminal or os.environ.get("COLUMNS"):
+        return console
+    return Console(width=UNCUT_WIDTH)
+
+
+def _help_width() -> None:
+    """``--help`` printed to no terminal is as wide as ``HELP_WIDTH`` (typer's help reads
+    ``TERMINAL_WIDTH``, else the terminal's width, else 80)."""
+    from typer import rich_utils
+
+    if rich_utils.MAX_WIDTH is None and not os.environ.get("COLUMNS") and not sys.stdout.isatty():
+        rich_utils.MAX_WIDTH = HELP_WIDTH
+
+
 def _fail(message: str, code: int) -> int:
     Console(stderr=True).print(_styled("error", message), soft_wrap=True)
     return code
@@ -1042,11 +1212,15 @@ def _fail(message: str, code: int) -> int:
 
 def run_cli(args: Sequence[str] | None = None) -> int:
     """Run the app and return the exit code; every error becomes one line on stderr."""
+    import time
+
     from memkiln.flows.ephemeral import stop_ephemeral_server
     from memkiln.io.signals import interruptible, stopped_line
 
+    _COMMAND_STARTED.append(time.monotonic())
     _prefect_defaults()
     allocator_defaults()
+    _help_width()
     command = typer.main.get_command(app)
     try:
         with interruptible(on_hard_exit=stop_ephemeral_server):

@@ -75,3 +75,8 @@ PUBLISH_MIN_SECONDS = 2.0
 PUBLISH_COPY_SHARE = 0.1
 #: How long a reader waits for a run that holds a never-published store to publish it.
 PUBLISH_WAIT_SECONDS = 15.0
+#: The DuckDB storage format new stores and every readers' copy are written in: the newest one
+#: DuckDB 1.4 (the long-term release) and 1.5 read, so the DuckDB CLI, DBeaver and any tool on
+#: DuckDB 1.4 or newer open ``<db>.snapshot``. DuckDB 2 writes version 69 by default, which no
+#: 1.x opens.
+READERS_STORAGE_VERSION = "v1.4.0"

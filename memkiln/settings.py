@@ -13,6 +13,7 @@ the UI's form can call them). ``Settings`` is the same model read from the sourc
 from __future__ import annotations
 
 import json
+import logging
 import os
 import tomllib
 from dataclasses import dataclass
@@ -52,6 +53,18 @@ CONFIG_ENV = "MEMKILN_CONFIG"
 #: ``MEMKILN_*`` variables that are not settings: the config file, and the home of
 #: Prefect's state (read before the settings, see ``memkiln.cli``).
 OTHER_ENV = (CONFIG_ENV, "MEMKILN_HOME")
+
+
+#: Settings that were removed, with what to do instead: a config file or environment that
+#: still sets one is read without it, with one warning line (it changed nothing already).
+REMOVED = {
+    "scan_limit": "it limited nothing; max_rollouts_per_run limits a run's extractions",
+}
+
+
+def removed_warning(name: str, where: str) -> str:
+    """The warning for a removed setting ``name`` still set in ``where``."""
+    return f"setting {name} ({where}) was removed and is ignored: {REMOVED[name]}; delete it"
 
 
 #: ``model_dump(mode="json", context=AS_GIVEN)`` keeps the paths and the base URL as they are
@@ -107,12 +120,6 @@ class Options(BaseModel):
         6, ge=0, description="A session updated more recently than this may still be running."
     )
     max_rollouts_per_run: int = Field(1000, gt=0, description="Extractions per run at most.")
-    scan_limit: int = Field(
-        5000,
-        gt=0,
-        description="Unused, kept so existing config files stay valid: every session is now "
-        "decided each run (see max_rollouts_per_run).",
-    )
     backfill: bool = Field(False, description="Ignore the age limit (a backfill over history).")
     retry_budget: int = Field(3, ge=1, description="Attempts per version of a session.")
     retry_delay_hours: float = Field(1, ge=0, description="Wait after a failure before retrying.")
@@ -239,6 +246,9 @@ class TomlFileSource(PydanticBaseSettingsSource):
             raise ConfigError(f"{name} cannot be read: {exc}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{name} is not valid TOML: {exc}") from None
+        for gone in REMOVED.keys() & data.keys():
+            del data[gone]
+            logging.getLogger("memkiln").warning(removed_warning(gone, f"config file {self.path}"))
         base = self.path.resolve().parent
         for name in PATH_FIELDS:
             value = data.get(name)
@@ -315,8 +325,13 @@ def load_settings(
     path = config_path(config)
     from_file = TomlFileSource(Settings, path, "--config" if config else CONFIG_ENV)()
     known = {env_name(name) for name in Settings.model_fields} | set(OTHER_ENV)
+    gone = {env_name(name): name for name in REMOVED}
+    for key in sorted(k for k in os.environ if k.upper() in gone):
+        logging.getLogger("memkiln").warning(removed_warning(gone[key.upper()], "environment"))
     unknown = sorted(
-        k for k in os.environ if k.upper().startswith(ENV_PREFIX) and k.upper() not in known
+        k
+        for k in os.environ
+        if k.upper().startswith(ENV_PREFIX) and k.upper() not in known and k.upper() not in gone
     )
     if unknown:
         raise ConfigError(f"unknown setting {unknown[0]} (environment); see 'memkiln config'")

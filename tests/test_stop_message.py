@@ -21,7 +21,10 @@ def stop(*_: object, **__: object) -> None:
 def test_a_stop_before_any_run_record_says_nothing_was_done(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
 ) -> None:
+    import memkiln.io.signals as signals
+
     monkeypatch.setattr(store, "_STARTED", [])
+    monkeypatch.setattr(signals, "_starting", [])
     monkeypatch.setattr(cli, "_hold", stop)
     code = cli.run_cli(["extract", "--db", str(tmp_path / "m.duckdb"), "--no-prefect"])
     assert code == 128 + signal.SIGTERM
@@ -48,4 +51,26 @@ def test_a_stop_after_a_run_record_says_the_record_was_closed(
     line = capsys.readouterr().err.strip()
     assert line == (
         "error: interrupted by SIGTERM: the run was stopped and its record closed as 'interrupted'"
+    )
+
+
+def test_a_stop_while_prefect_starts_says_so_and_that_nothing_was_done(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import memkiln.io.signals as signals
+
+    monkeypatch.setattr(store, "_STARTED", [])
+    monkeypatch.setattr(signals, "_starting", [])
+
+    def start_prefect_then_stop(*_: object, **__: object) -> None:
+        signals.starting("Prefect was starting (its temporary API server)")
+        stop()
+
+    monkeypatch.setattr(cli, "_hold", start_prefect_then_stop)
+    code = cli.run_cli(["extract", "--db", str(tmp_path / "m.duckdb")])
+    assert code == 128 + signal.SIGTERM
+    line = capsys.readouterr().err.strip()
+    assert line == (
+        "error: interrupted by SIGTERM while Prefect was starting (its temporary API server), "
+        "before the run began: nothing was done"
     )

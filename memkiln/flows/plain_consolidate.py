@@ -33,6 +33,7 @@ def consolidate_store(
     is what earlier phases of the same invocation spent, counted against ``budget_usd``;
     ``render`` renders the heuristic files of projects elsewhere (tasks), else here."""
     reporter = reporter or Reporter(enabled=False)
+    reporter.waiting("consolidate: choosing the projects whose memories changed")
     rules = load_rules()
     root = OutputRoot(settings.out)
     synchronous = settings.backend in ("openai", "openai-batch")  # phase 2 is synchronous

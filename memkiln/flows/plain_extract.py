@@ -36,6 +36,7 @@ def extract_store(
     else here.
     """
     reporter = reporter or Reporter(enabled=False)
+    reporter.waiting("extract: choosing the sessions to extract")
     rules = load_rules()
     book = PriceBook(settings.prices)
     name = settings.backend

@@ -16,7 +16,7 @@ from memkiln.constants import INGEST_BATCH_FILES, INGEST_DUCKDB_MEMORY, INGEST_D
 from memkiln.errors import ConfigError
 from memkiln.io.archive import discover, path_key
 from memkiln.io.loader import BatchResult, PreparedBatch, prepared_batches, write_batch
-from memkiln.io.progress import Reporter
+from memkiln.io.progress import BYTES, Reporter
 from memkiln.io.rules import load_rules
 from memkiln.io.snapshot import Publisher
 from memkiln.io.store import execute, fetch_pl, open_store, recorded_run, sql
@@ -75,6 +75,7 @@ def ingest_archive(
     ``prepare`` prepares the batches (a worker thread; the flow passes tasks)."""
     archive = check_archive(Path(settings.archive or ""))
     reporter = reporter or Reporter(enabled=False)
+    reporter.waiting(f"ingest: looking for new and changed files in {archive}")
     con = open_store(settings.db)
     summary = IngestSummary()
     try:
@@ -113,7 +114,7 @@ def _ingest(
     publisher = Publisher(con)  # readers see the batches written so far
     # closing(): an error while writing stops the worker before the error propagates
     with (
-        reporter.task("ingest", total=total) as advance,
+        reporter.task("ingest", total=total, unit=BYTES) as advance,
         closing(prepare(todo, rules=rules)) as stream,
     ):
         for batch, prepared in stream:

@@ -28,6 +28,7 @@ from memkiln.flows.plain_run import RunSummary, dry_run_estimate, spent, whole_j
 from memkiln.flows.plain_run import merge_counters as merge_counters
 from memkiln.flows.plain_run import run_job as run_job
 from memkiln.flows.publish import publish_task
+from memkiln.flows.run_logs import log_phase, quiet_completed_tasks, quiet_keepalive_tracebacks
 from memkiln.io.artifacts import flow_run_id, publish
 from memkiln.settings import Options, Settings
 from memkiln.transforms.publish import publish_section
@@ -46,6 +47,8 @@ def _run_name() -> str:
 @flow(name="memkiln-run", flow_run_name=_run_name)
 def run_flow(options: Options) -> RunSummary:
     """Ingest the archive, extract stage-one memories, consolidate per-project memory files."""
+    quiet_completed_tasks()  # the phases' counts are logged instead
+    quiet_keepalive_tracebacks()
     # 1. hold the store and record the run
     summary = RunSummary()
     with whole_job(
@@ -57,13 +60,16 @@ def run_flow(options: Options) -> RunSummary:
     ) as summary.run_id:
         # 2.-4. the phases, each recorded as a run whose parent is this one
         summary.ingest = ingest_task(options, summary.run_id)
+        log_phase(ingest_section(summary.ingest))
         summary.extract = extract_task(options, summary.run_id)
+        log_phase(extract_section(summary.extract))
         if options.dry_run:  # no phase 2 files; its requests are estimated instead
             settings = Settings.from_options(options)
             summary.estimate = dry_run_estimate(settings, summary.extract, run_id=summary.run_id)
         else:
             used = spent(summary.extract)
             summary.consolidate = consolidate_task(options, None, summary.run_id, used)
+            log_phase(consolidate_section(summary.consolidate))
             # 5. the agents' read paths
             if options.publish:
                 summary.publish = publish_task(options, summary.run_id)

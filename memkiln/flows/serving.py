@@ -12,6 +12,18 @@ The runner code is Prefect's own; only the process start method changes. Prefect
 start method from ``multiprocessing.get_context`` in ``prefect.flow_engine``; if a Prefect
 release stops doing that, ``forkserver_flow_runs`` leaves Prefect alone and says so
 (``tests/flows/test_operations.py`` serves a real flow run either way).
+
+One run at a time: the deployment gets Prefect's concurrency limit of one run with the
+``CANCEL_NEW`` collision strategy (``one_run_at_a_time``), so a run that comes due while the
+previous one still runs is cancelled by the server before it starts (Prefect's UI shows it
+Cancelled, "Deployment concurrency limit reached."), where before it started, met the
+store's lock and failed with a traceback. ``serve`` prints one line for each
+(``report_skipped_runs``).
+
+Stopping: ``serve_deployment`` runs Prefect's ``Runner`` (what ``Flow.serve`` runs), whose
+SIGTERM handler cancels the runs in progress and stops the polling; it then reports which
+signal stopped it, so that ``serve`` can print one line and exit 128 + the signal, and stops
+the fork server at once (it would otherwise wait for its parent's end to notice).
 """
 
 from __future__ import annotations
@@ -19,6 +31,7 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import multiprocessing.context
+from collections.abc import Callable
 from typing import Any
 
 #: What the fork server imports once: the nightly flow and, through it, everything it uses.
@@ -54,3 +67,96 @@ def forkserver_flow_runs() -> bool:
     # a stand-in for the module Prefect imported (not re-exported, not a module): hence the ignore
     engine.multiprocessing = _ForkserverContexts(context)  # type: ignore[attr-defined,assignment]
     return True
+
+
+def one_run_at_a_time() -> Any:
+    """The deployment's concurrency limit: one run; a run that comes due while one runs is
+    cancelled, not queued (a nightly run that overlaps the next one has nothing to add)."""
+    from prefect.client.schemas.objects import ConcurrencyLimitConfig, ConcurrencyLimitStrategy
+
+    return ConcurrencyLimitConfig(limit=1, collision_strategy=ConcurrencyLimitStrategy.CANCEL_NEW)
+
+
+#: The line ``serve`` prints for a run the server cancelled (``{}``: the flow run's id).
+SKIPPED_LINE = (
+    "memkiln serve: flow run {} skipped (Cancelled in Prefect): the previous run was still "
+    "going; one run at a time"
+)
+#: The logger of Prefect's runner that reports a run the server would not let start.
+_PROPOSER_LOGGER = "prefect.runner.state_proposer"
+
+
+class _SkippedRuns(logging.Handler):
+    """Prints ``SKIPPED_LINE`` for each run Prefect's runner did not start because the
+    server cancelled it (its own report of that is an INFO record, not shown)."""
+
+    def __init__(self, stream: Any) -> None:
+        super().__init__(level=logging.INFO)
+        self.stream = stream
+
+    def emit(self, record: logging.LogRecord) -> None:
+        args = record.args if isinstance(record.args, tuple) else ()
+        if "non-pending state" not in str(record.msg) or "CANCELLED" not in map(str, args):
+            return
+        self.stream.write(SKIPPED_LINE.format(args[0] if args else "?") + "\n")
+        self.stream.flush()
+
+
+def report_skipped_runs(stream: Any = None) -> logging.Handler:
+    """Print one line on ``stream`` (stderr) for each run cancelled by the concurrency limit;
+    returns the handler (installed on Prefect's runner logger)."""
+    import sys
+
+    handler = _SkippedRuns(stream or sys.stderr)
+    logger = logging.getLogger(_PROPOSER_LOGGER)
+    logger.addHandler(handler)
+    if logger.getEffectiveLevel() > logging.INFO:
+        logger.setLevel(logging.INFO)
+    return handler
+
+
+def serve_deployment(
+    flow: Any,
+    *,
+    name: str,
+    cron: str,
+    parameters: dict[str, Any],
+    limit: Any,
+    on_ready: Callable[[], None] = lambda: None,
+) -> int | None:
+    """Serve ``flow`` as the deployment ``name`` on ``cron`` until a signal stops it (calling
+    ``on_ready`` once the deployment is registered); returns the signal's number (None when
+    the runner ended by itself)."""
+    import asyncio
+    import signal
+
+    from prefect.runner import Runner
+
+    received: list[int] = []
+
+    class _Runner(Runner):
+        def handle_sigterm(self, *args: Any, **kwargs: Any) -> None:
+            received.append(signal.SIGTERM)
+            super().handle_sigterm(*args, **kwargs)
+
+    runner = _Runner(name=name, pause_on_shutdown=False)
+    runner.add_flow(flow, name=name, cron=cron, parameters=parameters, concurrency_limit=limit)
+    on_ready()
+    try:
+        asyncio.run(runner.start())
+    except SystemExit:  # Prefect's handler exits when a signal comes before the runner started
+        if not received:
+            raise
+    finally:
+        stop_forkserver()
+    return received[0] if received else None
+
+
+def stop_forkserver() -> None:
+    """Stop this process's fork server, if it started one (its flow runs have ended)."""
+    from multiprocessing import forkserver
+
+    server = getattr(forkserver, "_forkserver", None)
+    stop = getattr(server, "_stop", None)
+    if stop is not None and getattr(server, "_forkserver_pid", None) is not None:
+        stop()

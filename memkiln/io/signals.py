@@ -125,10 +125,22 @@ def exit_now(exc: Interrupted, message: str) -> None:
     _hard_exit(128 + exc.signum, message)
 
 
+#: What the process is doing before its first run record, if it says (``starting``).
+_starting: list[str] = []
+
+
+def starting(what: str) -> None:
+    """Say what the process does before it records a run (``Prefect was starting``), for the
+    line a stop in that moment prints."""
+    _starting.append(what)
+
+
 def stopped_line(exc: Interrupted) -> str:
     """The one line the CLI prints for a run stopped by a signal (before it recorded a run,
     for instance while Prefect's temporary server was starting, nothing was done)."""
     store = sys.modules.get("memkiln.io.store")
     if store is None or not store.runs_started():
+        if _starting:
+            return f"error: {exc} while {_starting[-1]}, before the run began: nothing was done"
         return f"error: {exc} before the run started: nothing was done"
     return f"error: {exc}: the run was stopped and its record closed as 'interrupted'"

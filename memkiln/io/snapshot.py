@@ -23,6 +23,11 @@ and every reader opens that copy read-only::
   it cannot see a torn file, and nothing it holds is in the writer's way. The next
   ``connect()`` sees the new state.
 
+The copy opens in DuckDB 1.4 and newer (the DuckDB CLI, DBeaver): a new store is written in
+the storage format ``READERS_STORAGE_VERSION`` and copied as bytes; a store written before in
+DuckDB 2's own format (which no 1.x reads, and which cannot be lowered in place) is copied
+with ``COPY FROM DATABASE`` into a file of that format instead.
+
 Trade-offs: readers see the state of the last publish (seconds old during a run), the copy
 costs the store's size in disk space (more while an old copy is still held open), and each
 publish reads the whole file (the interval grows with the time a copy takes).
@@ -43,7 +48,12 @@ from pathlib import Path
 
 import duckdb
 
-from memkiln.constants import PUBLISH_COPY_SHARE, PUBLISH_MIN_SECONDS, PUBLISH_WAIT_SECONDS
+from memkiln.constants import (
+    PUBLISH_COPY_SHARE,
+    PUBLISH_MIN_SECONDS,
+    PUBLISH_WAIT_SECONDS,
+    READERS_STORAGE_VERSION,
+)
 from memkiln.errors import StoreError, StoreLockedError
 
 #: ``ioctl`` request that makes a file share another's blocks (Linux ``FICLONE``).
@@ -79,15 +89,46 @@ def publish(con: duckdb.DuckDBPyConnection) -> float:
         # left by a killed run
         for stale in target.parent.glob(f"{glob.escape(target.name)}.tmp-*"):
             stale.unlink(missing_ok=True)
-        _copy(db, temp)
+        if readable_by_duckdb1(con):
+            _copy(db, temp)
+        else:
+            _export(con, temp)
         os.replace(temp, target)
-    except OSError as exc:
+    except (OSError, duckdb.Error) as exc:
         temp.unlink(missing_ok=True)
+        reason = exc.strerror if isinstance(exc, OSError) else str(exc).splitlines()[0]
         raise StoreError(
-            f"cannot write the readers' copy {target} ({exc.strerror}); free disk space or "
+            f"cannot write the readers' copy {target} ({reason}); free disk space or "
             "check the file system, then run again"
         ) from exc
     return time.monotonic() - started
+
+
+def _version(tag: str) -> tuple[int, ...]:
+    """``(1, 4, 0)`` of a storage version tag such as ``v1.4.0+``; ``()`` when unreadable."""
+    parts = tag.strip().lstrip("v").rstrip("+").split(".")
+    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else ()
+
+
+def readable_by_duckdb1(con: duckdb.DuckDBPyConnection) -> bool:
+    """Whether the store's file is in a storage format DuckDB 1.4+ opens (a store made by
+    memkiln since the readers' copy has had to open there), so a byte copy of it will do."""
+    from memkiln.io.store import STORE_CATALOG, execute
+
+    rows = execute(con, "storage_version", name=STORE_CATALOG).fetchall()
+    have = _version(rows[0][0]) if rows and rows[0][0] else ()
+    return bool(have) and have <= _version(READERS_STORAGE_VERSION)
+
+
+def _export(con: duckdb.DuckDBPyConnection, dest: Path) -> None:
+    """``dest`` made a new database in the readers' storage format holding everything of the
+    store (tables, comments, views): for a store written in a format DuckDB 1.x cannot open
+    (by DuckDB 2 before memkiln chose the format). Slower than a byte copy; ``Publisher``
+    spaces publishes by what they cost."""
+    from memkiln.io.store import copy_store
+
+    dest.unlink(missing_ok=True)
+    copy_store(con, dest, storage_version=READERS_STORAGE_VERSION)
 
 
 #: What a file system or kernel answers when it cannot share blocks or copy in the kernel.

@@ -224,7 +224,7 @@ def find_project(con: duckdb.DuckDBPyConnection, query: str) -> tuple[str, str]:
 
     from memkiln.io.rules import load_rules
     from memkiln.io.store import fetch_pl
-    from memkiln.transforms.lookup import match_project
+    from memkiln.transforms.lookup import match_directory, match_project, names_a_directory
 
     projects = fetch_pl(con, sql("project_list")).select("project_key", "folder")
     projects = projects.with_columns(
@@ -235,10 +235,19 @@ def find_project(con: duckdb.DuckDBPyConnection, query: str) -> tuple[str, str]:
     )
     cwds = fetch_pl(con, sql("project_cwds"))
     rules = load_rules()
-    found = match_project(query, projects, cwds, rules=rules)
     local = Path(query).expanduser()
-    if not found.keys and local.is_dir():  # ".", "~/src/shop", a relative path
-        found = match_project(str(local.resolve()), projects, cwds, rules=rules)
+    if names_a_directory(query):  # ".", "~/src/shop", "./web": a directory, never a name
+        where = local.resolve()
+        found = match_directory(str(where), projects, cwds, rules=rules)
+        if not found.keys:
+            raise UnknownProject(
+                f"no project's sessions ran in {where} ({query!r}) or a folder above it; "
+                "'memkiln projects' lists them all"
+            )
+    else:
+        found = match_project(query, projects, cwds, rules=rules)
+        if not found.keys and local.is_dir():  # "shop", a folder here named as no project is
+            found = match_directory(str(local.resolve()), projects, cwds, rules=rules)
     if len(found.keys) > 1:
         listed = ", ".join(shown(k).plain for k in found.keys[:SHOWN_CANDIDATES])
         more = len(found.keys) - SHOWN_CANDIDATES

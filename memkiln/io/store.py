@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 import duckdb
 
-from memkiln.constants import ROW_GROUP_SIZE, SCHEMA_VERSION
+from memkiln.constants import READERS_STORAGE_VERSION, ROW_GROUP_SIZE, SCHEMA_VERSION
 from memkiln.errors import StoreError, StoreLockedError
 
 if TYPE_CHECKING:  # imported where used: 'memkiln status' reads the store without Polars
@@ -150,12 +150,18 @@ def _connect(path: Path | str, *, read_only: bool) -> duckdb.DuckDBPyConnection:
     """The store's connection. The file is attached with small row groups: a large ingest
     appends a few thousand rows of long texts per batch, and with DuckDB's default row group
     (122,880 rows) every checkpoint rewrote the growing last row group, so time and memory
-    grew with the archive."""
+    grew with the archive.
+
+    A new file is written in the storage format of ``READERS_STORAGE_VERSION`` (DuckDB 1.4
+    and newer open it), so the readers' copy can stay a byte copy; an existing file keeps
+    its format (DuckDB cannot lower it)."""
     if str(path) == ":memory:":
         return duckdb.connect(":memory:")
     con = duckdb.connect(":memory:")
     literal = "'" + str(path).replace("'", "''") + "'"
     options = f"row_group_size {ROW_GROUP_SIZE}" + (", read_only" if read_only else "")
+    if not read_only and not Path(path).exists():
+        options += f", storage_version '{READERS_STORAGE_VERSION}'"
     try:
         con.execute(f"attach {literal} as {STORE_CATALOG} ({options})")
         con.execute(f"use {STORE_CATALOG}")
@@ -163,6 +169,22 @@ def _connect(path: Path | str, *, read_only: bool) -> duckdb.DuckDBPyConnection:
         con.close()
         raise
     return con
+
+
+#: The name a copy of the store is attached under while ``copy_store`` writes it.
+_COPY_CATALOG = "store_copy"
+
+
+def copy_store(con: duckdb.DuckDBPyConnection, dest: Path, *, storage_version: str) -> None:
+    """Write everything of the store (tables, comments, views) into the new file ``dest``, in
+    DuckDB's storage format ``storage_version`` (a version such as ``v1.4.0``)."""
+    literal = "'" + str(dest).replace("'", "''") + "'"
+    version = "'" + storage_version.replace("'", "''") + "'"
+    con.execute(f"attach {literal} as {_COPY_CATALOG} (storage_version {version})")
+    try:
+        con.execute(f"copy from database {STORE_CATALOG} to {_COPY_CATALOG}")
+    finally:
+        con.execute(f"detach {_COPY_CATALOG}")
 
 
 def cursor(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:

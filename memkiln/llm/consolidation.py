@@ -257,7 +257,7 @@ class Consolidation:
                 if not self._up_to_date(key, per_key[key], self.previous.get(key) or {})
             ]
             rendered = RenderedAhead(render(stale))
-        with self.reporter.task("consolidate", total=len(keys)) as advance:
+        with self.reporter.task("consolidate", total=len(keys), unit="projects") as advance:
             for key in keys:
                 prev = self.previous.get(key) or {}
                 ok_before = prev.get("status") == ProjectStatus.SUCCEEDED

@@ -393,7 +393,7 @@ class Extraction:
         dispatching = self.dispatch.running() if chunks else nullcontext()
         with (
             dispatching,
-            self.reporter.task("extract", total=todo.height) as advance,
+            self.reporter.task("extract", total=todo.height, unit="sessions") as advance,
             closing(ahead),
         ):
             ahead.next()

@@ -9,6 +9,7 @@ tier that matches anything decides; more than one project in that tier is ambigu
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import PurePath
 
 import polars as pl
 
@@ -17,6 +18,8 @@ from memkiln.transforms.redact import RuleSet, redact_text
 
 #: How a project can be named, tried in this order.
 TIERS = ("key", "cwd", "folder", "name", "part of name", "part of key")
+#: The tiers that name a project exactly (a directory is matched by these only).
+EXACT_TIERS = ("key", "cwd", "folder")
 
 
 @dataclass(frozen=True)
@@ -75,4 +78,25 @@ def match_project(
         keys = tiers[tier]["project_key"].unique().sort().to_list()
         if keys:
             return Match(keys, tier)
+    return Match([], None)
+
+
+def names_a_directory(query: str) -> bool:
+    """Whether ``query`` is written as a path (``.``, ``..``, ``./x``, ``~/x``, ``/x``) rather
+    than as a name that may also be a folder here (``shop``)."""
+    q = query.strip()
+    return q in (".", "..") or q.startswith(("./", "../", "~", "/", ".\\", "..\\"))
+
+
+def match_directory(
+    directory: str, projects: pl.DataFrame, cwds: pl.DataFrame, *, rules: RuleSet
+) -> Match:
+    """The project whose sessions ran in the absolute ``directory``, or in the nearest folder
+    above it (``memkiln show .`` in ``~/src/shop/web`` finds the project of ``~/src/shop``);
+    only exact matches count: ``.`` is the current directory, not a part of every key."""
+    path = PurePath(directory)
+    for folder in (path, *path.parents):
+        found = match_project(str(folder), projects, cwds, rules=rules)
+        if found.tier in EXACT_TIERS:
+            return found
     return Match([], None)

@@ -155,10 +155,12 @@ def extract_section(s: ExtractSummary) -> Section:
     rows += [(f"  {d}", n) for d, n in sorted(s.decisions.items(), key=lambda kv: -kv[1])]
     if s.orphans_taken_over:
         rows.append(("jobs taken over from a dead run", s.orphans_taken_over))
+    # the outcomes count sessions, so they stand under the sessions, not under the requests
+    rows.append(("sessions done", sum(s.outcomes.values())))
+    rows += [(f"  {outcome}", n) for outcome, n in sorted(s.outcomes.items())]
     rows.append(("model requests", s.requests))
     if s.batched or s.batches_open:  # openai-batch
         rows += [("  sent in a batch", s.batched), ("batches still running", s.batches_open)]
-    rows += [(f"  {outcome}", n) for outcome, n in sorted(s.outcomes.items())]
     if s.sessions_chunked or s.chunks_cut:  # sessions over the budget
         rows += [
             ("sessions in chunks", s.sessions_chunked),

@@ -68,7 +68,7 @@ def test_repeated_backfill_runs_reach_every_session_within_ceil_eligible_over_th
 ) -> None:
     # a scan limit below the archive's size starved the older sessions before
     make_archive(tmp_path / "archive", 45)
-    s = settings(tmp_path, backfill=True, max_rollouts_per_run=20, scan_limit=10)
+    s = settings(tmp_path, backfill=True, max_rollouts_per_run=20)
     done = []
     for _ in range(math.ceil(45 / 20)):
         run_job(s)

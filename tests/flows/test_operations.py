@@ -236,6 +236,7 @@ def test_serve_starts_the_scheduled_nightly_flow_whose_artifact_holds_the_summar
         PREFECT_SERVER_ANALYTICS_ENABLED="false",
         DO_NOT_TRACK="1",
         PREFECT_UI_ENABLED="false",
+        PREFECT_LOGGING_LEVEL="INFO",  # memkiln's own default (the tests run quieter)
     )
     config = tmp_path / "memkiln.toml"
     config.write_text(
@@ -281,6 +282,22 @@ def test_serve_starts_the_scheduled_nightly_flow_whose_artifact_holds_the_summar
         # the phases, each ingest batch's preparation and each project's files
         names = {str(t["name"]).split()[0] for t in tasks}
         assert names == {"ingest", "prepare", "extract", "consolidate", "render"}
+        # the log holds each phase's counts as it ended, and no line per completed task (the
+        # run's process sends its log in batches: it may arrive after the run's end)
+        deadline = time.monotonic() + 60
+        while True:
+            body = {"logs": {"flow_run_id": {"any_": [flow_run["id"]]}}}
+            logs = api(base, "/logs/filter", body)
+            messages = [str(entry["message"]) for entry in logs]
+            if any("memkiln consolidate:" in m for m in messages):
+                break
+            if time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        for phase in ("memkiln ingest: files seen 8", "memkiln extract:", "memkiln consolidate:"):
+            assert any(m.startswith(phase) for m in messages), (phase, messages)
+        completed = [e for e in logs if e["task_run_id"] and "Completed" in str(e["message"])]
+        assert not completed, completed
     finally:
         for proc in (serve, server):
             if proc is not None and proc.poll() is None:

@@ -26,3 +26,12 @@ def test_the_batches_chunked_sessions_and_messages_cut_add_up_and_are_shown() ->
     shown = dict(extract_section(total)[1])
     assert shown["sessions in chunks"] == "2"
     assert shown["messages cut (one item over budget)"] == "3"
+
+
+def test_the_sessions_outcomes_stand_under_the_sessions_done_not_under_the_requests() -> None:
+    summary = ExtractSummary(considered=5, requests=9, outcomes={"succeeded": 3, "failed": 1})
+    rows = [what for what, _ in extract_section(summary)[1]]
+    done = rows.index("sessions done")
+    assert rows[done + 1 : done + 3] == ["  failed", "  succeeded"]
+    assert rows.index("model requests") > done + 2
+    assert dict(extract_section(summary)[1])["sessions done"] == "4"

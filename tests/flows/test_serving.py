@@ -29,19 +29,19 @@ def test_serve_runs_the_nightly_flow_on_the_configured_task_runner(
     sample_archive: Path, tmp_path: Path
 ) -> None:
     # `task_runner = "dask"` in the config file reaches the served flow, as it does a
-    # `memkiln run`; Prefect's serve loop is replaced (in a child interpreter) by a print
+    # `memkiln run`; Prefect's serve loop (serve_deployment) is replaced (in a child interpreter) by a print
     config = tmp_path / "memkiln.toml"
     config.write_text(
         f'archive = "{sample_archive}"\ndb = "{tmp_path / "m.duckdb"}"\n'
         f'out = "{tmp_path / "memories"}"\ntask_runner = "dask"\n'
     )
     code = (
-        "import prefect.flows, sys\n"
+        "import memkiln.flows.serving, sys\n"
         "def serve(self, **kw):\n"
         "    kinds = [c.__name__ for c in type(self.task_runner).__mro__]\n"
         "    kind = 'DaskTaskRunner' if 'DaskTaskRunner' in kinds else kinds[0]\n"
         "    print(kind, self.name, kw['name'], kw['cron'])\n"
-        "prefect.flows.Flow.serve = serve\n"
+        "memkiln.flows.serving.serve_deployment = serve\n"
         "from memkiln.cli import main\n"
         "sys.argv = ['memkiln', 'serve', '--cron', '0 4 * * *', '--config', sys.argv[1]]\n"
         "main()\n"

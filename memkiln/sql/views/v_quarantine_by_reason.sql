@@ -29,10 +29,13 @@ per_reason as (
     from (select reason from reasons union select reason from per_file) as r
     left join per_file as f using (reason)
     group by reason
+),
+all_rows as (  -- sorted outside: DuckDB 1.x sorts a union by its own columns only
+    select * from per_file
+    union all
+    select * from per_reason
 )
-select * from per_file
-union all
-select * from per_reason
+select * from all_rows
 order by reason, path = '(all files)' desc, entries desc, path;
 comment on view v_quarantine_by_reason is 'What could not be read, grouped by reason and file; each documented reason also has a total row, path (all files), at 0 when nothing was quarantined for it.';
 comment on column v_quarantine_by_reason.reason is 'Fixed quarantine reason (invalid_json, truncated_line, ...).';

@@ -22,10 +22,13 @@ per_day as (
     from runs
     where command = 'ingest'
     group by all
+),
+all_rows as (  -- sorted outside: DuckDB 1.x sorts a union by its own columns only
+    select * from per_rule
+    union all
+    select * from per_day
 )
-select * from per_rule
-union all
-select * from per_day
+select * from all_rows
 order by day, stage, rule_id = '(all rules)' desc, hits desc, rule_id;
 comment on view v_redactions is 'Secrets replaced by [REDACTED_SECRET], per rule, stage and day (UTC); each day with an ingest also has a total row, rule_id (all rules).';
 comment on column v_redactions.day is 'Day (UTC) the runs started.';
