@@ -50,7 +50,11 @@ class BackfillSummary:
             total.chunk_requests += batch.chunk_requests
             total.merge_requests += batch.merge_requests
             total.chunks_cut += batch.chunks_cut
+            total.rate_limited += batch.rate_limited
+            total.reserved_usd = max(total.reserved_usd, batch.reserved_usd)
         if self.batches:
+            total.budget_usd = self.batches[0].budget_usd
+            total.spent_before_usd = self.batches[0].spent_before_usd
             last = self.batches[-1]
             total.considered, total.decisions = last.considered, dict(last.decisions)
             total.stopped, total.budget_reached = last.stopped, last.budget_reached
