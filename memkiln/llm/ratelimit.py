@@ -43,8 +43,8 @@ TRIES_PER_REQUEST = 6
 DEFAULT_RETRY_AFTER = 1.0
 #: Added to the window before a request sent leaves it: the service counts a request from
 #: when it arrives, a little after it was sent (a fraction of the window, at least this).
-MARGIN_SECONDS = 0.1
-MARGIN_SHARE = 0.02
+MARGIN_SECONDS = 0.05
+MARGIN_SHARE = 0.005
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
