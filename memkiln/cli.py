@@ -89,6 +89,8 @@ CLI_OPTIONS: dict[str, tuple[str, str]] = {
     "until": ("until", "--until"),
     "dry_run": ("dry_run", "--dry-run/--no-dry-run"),
     "budget_usd": ("budget_usd", "--budget-usd"),
+    "wait": ("wait_for_batches", "--wait/--no-wait"),
+    "poll_interval": ("poll_interval_s", "--poll-interval"),
 }
 CONVERT: dict[str, Callable[[Any], Any]] = {"batch_mb": lambda mb: mb * MIB}
 
@@ -143,6 +145,8 @@ SinceOpt = Annotated[str | None, _option("since", "--since")]
 UntilOpt = Annotated[str | None, _option("until", "--until")]
 DryRunOpt = Annotated[bool | None, _option("dry_run", "--dry-run/--no-dry-run")]
 BudgetOpt = Annotated[float | None, _option("budget_usd", "--budget-usd")]
+WaitOpt = Annotated[bool | None, _option("wait", "--wait/--no-wait")]
+PollOpt = Annotated[float | None, _option("poll_interval", "--poll-interval")]
 JsonOpt = Annotated[
     bool,
     typer.Option(
@@ -472,6 +476,8 @@ def backfill(
     max_retries: RetriesOpt = None,
     dry_run: DryRunOpt = None,
     budget_usd: BudgetOpt = None,
+    wait: WaitOpt = None,
+    poll_interval: PollOpt = None,
     as_json: JsonOpt = False,
     progress: ProgressOpt = None,
     prefect: PrefectOpt = None,
@@ -483,7 +489,8 @@ def backfill(
     --since..--until (no age window) in batches of --max-rollouts, then consolidate.
 
     Interrupt it anywhere and run it again: it goes on without redoing finished sessions.
-    --dry-run calls no model and estimates tokens and cost; --budget-usd caps the spend.
+    --dry-run calls no model and estimates tokens and cost; --budget-usd caps the spend;
+    with --backend openai-batch, --wait submits, polls and applies until every batch ended.
     """
     from memkiln.transforms.summaries import (
         consolidate_section,
