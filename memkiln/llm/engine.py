@@ -62,7 +62,7 @@ from memkiln.io.signals import stop_request
 from memkiln.io.snapshot import Publisher
 from memkiln.io.store import cursor as store_cursor
 from memkiln.io.store import now, sql
-from memkiln.io.usage import past_output_mean, record_estimate, record_usage
+from memkiln.io.usage import past_output, record_estimate, record_usage
 from memkiln.llm.backends import Backend, DaemonThreads, Request
 from memkiln.llm.batch import Item as BatchItem
 from memkiln.llm.batch import OpenAIBatchBackend, mark_applied, open_owners, poll, submit
@@ -73,6 +73,7 @@ from memkiln.settings import Settings
 from memkiln.transforms.estimate import (
     DEFAULT_STAGE_ONE_OUTPUT_TOKENS,
     Estimate,
+    OutputBasis,
     expected_output_tokens,
 )
 from memkiln.transforms.prompts import STAGE_ONE_PROMPT_VERSION
@@ -157,6 +158,8 @@ class Extraction:
         self.reusable: set[tuple[str, str]] = set()
         self._reusable_by: dict[str, frozenset[str]] | None = None
         self.out_each = DEFAULT_STAGE_ONE_OUTPUT_TOKENS
+        self.past_output: float | None = None
+        self.past_answers = 0
         #: outcomes of the requests this run sent (``failed:rate_limited`` etc.)
         self.outcomes: Counter[str] = Counter()
         # the budget: what this invocation spent before this phase and what this run spent,
@@ -234,7 +237,10 @@ class Extraction:
         self.reusable = reusable_outputs(
             self.con, prompt_version=STAGE_ONE_PROMPT_VERSION, model=backend.model
         )
-        past = past_output_mean(self.con, phase="extract", model=backend.model)
+        past, self.past_answers = past_output(
+            self.con, phase="extract", model=backend.model, prompt_version=STAGE_ONE_PROMPT_VERSION
+        )
+        self.past_output = past
         self.out_each = expected_output_tokens(
             past, default=DEFAULT_STAGE_ONE_OUTPUT_TOKENS, limit=self.settings.max_output_tokens
         )
@@ -284,6 +290,9 @@ class Extraction:
                         requests += n
                         tokens_in += tokens
                         tokens_out += out
+        estimate.output_basis["extract"] = OutputBasis(
+            self.out_each, self.past_output, self.past_answers, DEFAULT_STAGE_ONE_OUTPUT_TOKENS
+        )
         estimate.add(
             "extract",
             backend.name,

@@ -200,6 +200,41 @@ def test_a_dry_run_sends_nothing_and_its_input_estimate_is_what_the_server_then_
     assert usage == [("actual", "extract", 12), ("estimate", "extract", 12)]
 
 
+def test_the_dry_run_expects_the_output_of_past_answers_and_shows_the_default_beside_it(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.token_counter = count_tokens
+    make_archive(tmp_path / "archive", 8)
+    s = settings(tmp_path, fake_openai, backfill=True)
+    first = backfill_job(s.model_copy(update={"dry_run": True}))
+    assert first.estimate is not None
+    assert first.estimate.output_basis["extract"].past_mean is None  # the default, said so
+    assert "the default" in first.estimate.output_basis["extract"].shown()
+    done = run_job(s)
+    # eight more sessions: the dry run expects what the eight answers used, per request
+    make_archive(tmp_path / "more", 8, start=datetime(2026, 11, 1, 9, 0, tzinfo=UTC))
+    for path in (tmp_path / "more").rglob("*.jsonl"):
+        shutil.move(path, tmp_path / "archive" / path.name)
+    shown = memkiln(
+        "backfill", "--archive", str(tmp_path / "archive"), "--db", str(s.db), "--backend",
+        "openai", "--base-url", fake_openai.base_url, "--model", "fake-model",
+        "--min-idle-hours", "0", "--no-progress", "--no-prefect", "--dry-run", "--json",
+        env={"MEMKILN_PRICES": json.dumps(PRICES)},
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    basis = json.loads(shown.stdout)["output_tokens_per_request"]
+    mean = done.extract.output_tokens / done.extract.requests
+    assert basis["extract"]["answers"] == 8 and basis["extract"]["default"] == 700
+    assert basis["extract"]["past_mean"] == pytest.approx(mean)
+    assert basis["extract"]["per_request"] == round(mean)
+    assert basis["consolidate"]["answers"] == 1  # phase 2's one request
+    later = run_job(s)
+    estimated = json.loads(shown.stdout)["per_model"][1]
+    assert estimated["phase"] == "extract"
+    spent = later.extract.output_tokens
+    assert abs(estimated["output_tokens"] - spent) <= 0.25 * spent
+
+
 def test_a_budget_of_half_the_estimate_stops_then_the_next_run_finishes(
     tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
