@@ -37,7 +37,9 @@ Standalone, for manual use and for tests that drive another process::
 
     python -m tests.fake_openai --port 0 --latency 0.2 --mode ok --log requests.jsonl
 
-prints ``READY http://127.0.0.1:PORT/v1`` on one line and serves until killed; with ``--log``
+prints ``READY http://127.0.0.1:PORT/v1`` on one line and serves until killed (with
+``--limit-tokens`` / ``--limit-requests``, then ``LIMITS`` and a JSON object of what the window
+admitted and refused); with ``--log``
 it appends one JSON line per request received (``path``, ``method``, ``rollout_hint`` = the
 first 200 characters of the last user message), written when the request arrives.
 """
@@ -1256,6 +1258,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"READY {fake.base_url}", flush=True)
         while not stop.is_set():
             stop.wait(0.2)
+    if fake.rate_limit is not None:  # what the window admitted and refused, on one line
+        log = fake.rate_limit.log
+        span = log[-1][0] - log[0][0] if log else 0.0
+        admitted = {"admitted": len(log), "tokens": sum(t for _, t in log), "span_s": span}
+        print("LIMITS " + json.dumps(admitted | {"refused": fake.rate_limit.refused}), flush=True)
     return 0
 
 

@@ -12,7 +12,8 @@ workers, which send each answer's ``Seen`` back with its outcome):
   an empty window resets it that long after); the run keeps its own log of what it sent
   (each request counted for its input plus the most output it may produce, as providers count
   it), and a request is admitted when the log's requests and tokens of the last window, plus
-  what the service counted for others at the last answer, leave room for it;
+  what the service counted for others at the last answer, leave room for it (a request
+  leaves the log a margin after the window: more after 429s the log did not foresee);
 - a 429 pauses the whole run for the time the service asked, the request goes again once
   admitted, and the requests allowed in flight are halved (one more for each answer after,
   up to ``--concurrency``, the ceiling); a request fails ``rate_limited`` only when the
@@ -43,8 +44,13 @@ TRIES_PER_REQUEST = 6
 DEFAULT_RETRY_AFTER = 1.0
 #: Added to the window before a request sent leaves it: the service counts a request from
 #: when it arrives, a little after it was sent (a fraction of the window, at least this).
+#: A 429 the run's own log did not foresee (the requests reach the service later than they
+#: were admitted: a loaded machine, a Dask worker's queue) adds the time the service asked
+#: to wait, up to a quarter of the window; each answer after takes a hundredth off again.
 MARGIN_SECONDS = 0.05
 MARGIN_SHARE = 0.005
+MARGIN_MOST = 0.25
+MARGIN_DECAY = 0.99
 
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|h|m|s)")
 _UNITS = {"h": 3600.0, "m": 60.0, "s": 1.0, "ms": 0.001}
@@ -147,6 +153,7 @@ class Pace:
         self._others = (0, 0, 0.0)
         self._last_seen_sent = -math.inf
         self.paused_until = 0.0
+        self.late = 0.0  # the margin learnt from 429s
         self.refused_in_a_row = 0
         self._log: deque[Ticket] = deque()
         self._changed = asyncio.Event()
@@ -182,7 +189,7 @@ class Pace:
             return math.inf
         if self.window is None:
             return 0.0
-        keep = self.window + max(MARGIN_SECONDS, MARGIN_SHARE * self.window)
+        keep = self.window + self.margin()
         while self._log and self._log[0].sent + keep <= now:
             self._log.popleft()
         others_tokens, others_requests, others_at = self._others
@@ -211,6 +218,11 @@ class Pace:
                 waits.append(max(sent[-1], others_at + keep if others else 0.0) - now)
         return max(waits)
 
+    def margin(self) -> float:
+        """Seconds after the window before a request sent leaves the run's log."""
+        window = self.window or 0.0
+        return max(MARGIN_SECONDS, MARGIN_SHARE * window) + self.late
+
     # -- answers -----------------------------------------------------------------------------
 
     def settle(self, ticket: Ticket, seen: Seen | None) -> bool:
@@ -231,6 +243,8 @@ class Pace:
             self.allowed = max(1.0, self.allowed / 2)
             if ticket in self._log:  # refused: the service did not count it
                 self._log.remove(ticket)
+            if self.window is not None and with_time is not None:  # the log said room
+                self.late = min(MARGIN_MOST * self.window, self.late + with_time)
             alone_over = seen.limit_tokens is not None and ticket.tokens > seen.limit_tokens
             again = (
                 seen.retry
@@ -239,6 +253,7 @@ class Pace:
             )
         else:
             self.refused_in_a_row = 0
+            self.late *= MARGIN_DECAY
             if first:
                 self.allowed = float(self.ceiling)
             else:

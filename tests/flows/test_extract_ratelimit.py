@@ -78,7 +78,7 @@ def test_the_first_request_goes_alone_then_the_window_the_headers_state_is_kept(
         assert pace.wait(clock.now, 2_500) == pytest.approx(second.sent + 10.05 - clock.now)
         assert third.tokens == 1_000
 
-    asyncio.run(scenario())
+    asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
 
 
 def test_a_429_pauses_every_request_for_the_time_asked_and_halves_those_in_flight() -> None:
@@ -105,7 +105,30 @@ def test_a_429_pauses_every_request_for_the_time_asked_and_halves_those_in_fligh
         too_big = limits(100, 100, "1s", limited=True, retry_after=1.0)
         assert pace.settle(await pace.admit(500), too_big) is False
 
-    asyncio.run(scenario())
+    asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
+
+
+def test_a_429_the_log_did_not_foresee_keeps_requests_longer_in_it() -> None:
+    # the requests reach the service later than they were admitted (a loaded machine, a
+    # Dask worker's queue): the service still counts one the log let go
+    async def scenario() -> None:
+        clock = Clock()
+        pace = Pace(4, clock=clock)
+        first = await pace.admit(1_000)
+        pace.settle(first, limits(2_000, 1_000, "10s"))
+        assert pace.margin() == pytest.approx(0.05)
+        await pace.admit(1_000)
+        clock.now = first.sent + 10.06  # gone from the log: room for one more
+        late = await pace.admit(1_000)
+        refused = limits(2_000, 0, "9.9s", limited=True, retry_after=0.4)
+        assert pace.settle(late, refused) is True
+        assert pace.margin() == pytest.approx(0.45)
+        clock.now += 0.4  # the pause
+        for _ in range(10):  # every answer after takes a hundredth off
+            pace.settle(await pace.admit(0), None)
+        assert pace.margin() == pytest.approx(0.05 + 0.4 * 0.99**10)
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
 
 
 def test_many_429s_in_a_row_end_the_resending() -> None:
@@ -118,7 +141,7 @@ def test_many_429s_in_a_row_end_the_resending() -> None:
             again.append(pace.settle(await pace.admit(1), refused))
         assert again[:-1] == [True] * (GIVE_UP_AFTER - 1) and again[-1] is False
 
-    asyncio.run(scenario())
+    asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
 
 
 def test_others_use_of_the_limit_counts_until_it_leaves_the_window() -> None:
@@ -134,7 +157,7 @@ def test_others_use_of_the_limit_counts_until_it_leaves_the_window() -> None:
         clock.now = first.sent + 10.1
         assert pace.wait(clock.now, 1_000) == 0
 
-    asyncio.run(scenario())
+    asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
 
 
 def settings(tmp_path: Path, fake: FakeOpenAI, **kw: object) -> Settings:
