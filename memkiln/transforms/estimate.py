@@ -56,7 +56,7 @@ class OutputBasis(NamedTuple):
         if self.past_mean is None:
             return f"{self.per_request:,} (the default: no earlier answer of this model)"
         return (
-            f"{self.per_request:,} (mean of {self.answers:,} earlier answers: "
+            f"{self.per_request:,} (mean of {self.answers:,} earlier requests: "
             f"{self.past_mean:,.0f}; the default {self.default:,})"
         )
 
