@@ -715,6 +715,8 @@ def show_config(
     until: UntilOpt = None,
     dry_run: DryRunOpt = None,
     budget_usd: BudgetOpt = None,
+    wait: WaitOpt = None,
+    poll_interval: PollOpt = None,
     progress: ProgressOpt = None,
     prefect: PrefectOpt = None,
     task_runner: RunnerOpt = None,

@@ -258,6 +258,8 @@ FOUR_SOURCES: dict[str, tuple[Any, Any, Any]] = {
     "until": ("2025-12-01", "2025-12-02", "2025-12-03"),
     "dry_run": (True, False, True),
     "budget_usd": (1.5, 2.5, 3.5),
+    "wait": (True, False, True),
+    "poll_interval": (5.0, 10.0, 15.0),
 }
 
 
