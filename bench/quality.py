@@ -223,11 +223,53 @@ def measure(db: Path, out: Path) -> None:
     print(f"double bullets in memory files: {double_bullets}")
 
 
+def print_label_scores(db: Path, out: Path) -> None:
+    """The memory files and stored outcomes against the hand labels
+    (tests/data/memory_labels.toml)."""
+    sys.path.insert(0, str(REPO))
+    from tests.quality_labels import score
+
+    s = score(db, out)
+    rows = [
+        ("outcome accuracy", f"{s.outcomes_right}/{s.outcomes}", f"{s.outcome_accuracy:.0%}"),
+        (
+            "failed commands shown as worked",
+            f"{len(s.failed_shown_as_worked)}/{s.failed_labelled}",
+            ", ".join(s.failed_shown_as_worked)[:60],
+        ),
+        (
+            "one-off requests shown as preferences",
+            f"{len(s.false_preferences)}/{s.one_off_labelled}",
+            ", ".join(s.false_preferences)[:60],
+        ),
+        (
+            "standing preferences in memory_summary.md",
+            f"{s.preferences_found}/{s.preferences_labelled}",
+            f"{s.preference_recall:.0%}",
+        ),
+    ]
+    print("against the hand labels (tests/data/memory_labels.toml):")
+    for what, n, detail in rows:
+        print(f"  {what:<42} {n:>6}  {detail}")
+    for miss in s.outcome_misses:
+        print(f"  outcome miss: {miss}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--corpus", type=Path, default=DEFAULT_CORPUS)
     parser.add_argument("--keep", type=Path, help="work here and keep the results")
+    parser.add_argument(
+        "--score",
+        nargs=2,
+        type=Path,
+        metavar=("DB", "OUT"),
+        help="score an earlier run's store and memory folder (any version) and stop",
+    )
     args = parser.parse_args()
+    if args.score:
+        print_label_scores(*args.score)
+        return
     if not args.corpus.is_dir():
         raise SystemExit(f"no corpus at {args.corpus}")
     work = args.keep or Path(tempfile.mkdtemp(prefix="memkiln-quality-"))
@@ -235,6 +277,7 @@ def main() -> None:
     try:
         db, out = run_memkiln(args.corpus, work)
         measure(db, out)
+        print_label_scores(db, out)
     finally:
         if not args.keep:
             shutil.rmtree(work, ignore_errors=True)

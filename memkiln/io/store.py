@@ -61,6 +61,7 @@ RUN_COUNTERS = (
     "projects_failed",
     "files_written",
     "files_removed",
+    "memory_lines_dropped",
 )
 
 #: What a new run record is linked to: the ``memkiln run`` it is a phase of

@@ -7,6 +7,7 @@ projects left without memories and the index. The consolidate flow calls the ste
 from __future__ import annotations
 
 import errno
+from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,7 @@ from memkiln.transforms.redact import RuleSet, redact_text
 from memkiln.transforms.states import FailureReason, ProjectStatus, WriteFailure
 from memkiln.transforms.summaries import ConsolidateSummary
 from memkiln.transforms.text import one_line
+from memkiln.transforms.trust import distrusted, filter_lines, untrusted_sentences
 
 #: Renders the heuristic files of the given projects, in order: ``(key, selected)`` pairs in,
 #: ``(key, {path: text})`` pairs out.
@@ -95,6 +97,8 @@ class ProjectOutcome:
     requests: int = 0  # model requests sent for this project
     input_tokens: int = 0
     output_tokens: int = 0
+    #: memory lines the risk and copied-instruction filters dropped, per reason
+    dropped: Counter[str] = field(default_factory=Counter)
 
 
 def up_to_date(root: OutputRoot, project_key: str, digest: str, previous_hash: str | None) -> bool:
@@ -117,6 +121,7 @@ async def consolidate_project(
     rules: RuleSet,
     affordable: Callable[[int], bool] | None = None,
     rendered: Callable[[], dict[str, str]] | None = None,
+    untrusted: frozenset[str] = frozenset(),
 ) -> ProjectOutcome:
     """Bring one project's folder up to date with its selected memories.
 
@@ -169,6 +174,11 @@ async def consolidate_project(
                 one_line(s, 60) for s in skipped
             )
     files |= {f"{folder}/{k}": v for k, v in consolidated.items()}
+    # every backend's output, before anything is written: no risky command is recommended and
+    # no instruction copied from a tool's output or an injected text is kept
+    for rel, text in files.items():
+        files[rel], dropped = filter_lines(text, untrusted)
+        outcome.dropped.update(dropped)
     # write every file (only changed bytes touch the disk), then remove what left the selection
     for rel, text in sorted(files.items()):
         if root.write(rel, text):
@@ -268,6 +278,7 @@ class Consolidation:
                         rendered=(
                             rendered.taker(key, per_key[key]) if rendered is not None else None
                         ),
+                        untrusted=self._untrusted(per_key[key]),
                     )
                 except (OSError, UnsafePathError) as exc:  # this project only; the others go on
                     reason, detail = write_failure(exc, rules=self.rules)
@@ -282,6 +293,16 @@ class Consolidation:
                 publisher.maybe()
                 self._count(key, outcome)
                 advance(1)
+
+    def _untrusted(self, selected: pl.DataFrame) -> frozenset[str]:
+        """The imperative sentences of the project's sessions that nobody typed (those the
+        user typed too left out): lines holding one are dropped from its memory."""
+        texts = fetch_pl(
+            self.con, sql("untrusted_texts"), {"ids": selected["rollout_id"].to_list()}
+        )
+        typed = texts.filter(pl.col("typed"))["text"]
+        found = untrusted_sentences(texts.filter(~pl.col("typed"))["text"])
+        return frozenset(distrusted(found, typed.to_list()))
 
     def _affordable(self) -> Callable[[int], bool] | None:
         """Whether a project's request, of so many input tokens, fits the budget with what
@@ -333,6 +354,8 @@ class Consolidation:
             else:
                 summary.cost_usd += cost
         summary.written += len(outcome.written)
+        for reason, n in outcome.dropped.items():
+            summary.dropped[reason] = summary.dropped.get(reason, 0) + n
         summary.removed += len(outcome.removed)
         if outcome.status == ProjectStatus.FAILED:
             self._fail(key, outcome.reason, outcome.detail)

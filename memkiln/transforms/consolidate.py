@@ -11,6 +11,7 @@ from datetime import datetime
 
 import polars as pl
 
+from memkiln.transforms.guidance import MEMORY_GUIDANCE
 from memkiln.transforms.names import project_dirname, skill_dirname, summary_stem
 from memkiln.transforms.prompts import CONSOLIDATION_PROMPT_VERSION
 from memkiln.transforms.raw_memory import memory_bullets, memory_tasks
@@ -174,7 +175,7 @@ SUMMARY_PREFERENCES = 10
 SUMMARY_PITFALLS = 8
 SUMMARY_COMMANDS = 8
 SUMMARY_KNOWLEDGE = 8
-SUMMARY_BULLET_CHARS = 300
+SUMMARY_BULLET_CHARS = 298  # with its "- ", a line of at most 300 characters
 #: Failures of a look around the tree or of an edit tool: the agent's own slips, not pitfalls.
 SLIP_BULLET = (
     r"^`(?:cd [^&;`]+&& ?)?(?:ls|cat|head|tail|sed -n|rg|grep|find|wc|nl|pwd|which|"
@@ -205,18 +206,65 @@ def commands_that_worked(merged: pl.DataFrame) -> list[str]:
     return counted["command"].head(SUMMARY_COMMANDS).to_list()
 
 
+#: Sessions listed in the index of ``memory_summary.md``, most recent first.
+SUMMARY_SESSIONS = 12
+#: Characters of one line of ``memory_summary.md``.
+SUMMARY_LINE_CHARS = 300
+#: Keywords shown per session in the index.
+SUMMARY_KEYWORDS = 6
+
+
+def _session_index(task_rows: pl.DataFrame) -> list[str]:
+    """One line per session, most recent first: its topic title, keywords and outcome, and
+    its summary file."""
+    if task_rows.is_empty():
+        return []
+    defaults = {
+        "rollout_id": pl.col("stem"),
+        "keywords": pl.lit(""),
+        "session_outcome": pl.col("outcome"),
+    }
+    missing = {k: v for k, v in defaults.items() if k not in task_rows.columns}
+    task_rows = task_rows.with_columns(**missing) if missing else task_rows
+    sessions = (
+        task_rows.group_by("rollout_id", maintain_order=True)
+        .agg(
+            pl.col("stem").first(),
+            pl.col("updated_at").first(),
+            pl.col("title").first(),
+            pl.col("keywords").first(),
+            pl.col("session_outcome").first(),
+        )
+        .sort(["updated_at", "rollout_id"], descending=[True, False], nulls_last=True)
+        .head(SUMMARY_SESSIONS)
+    )
+    out = []
+    for row in sessions.iter_rows(named=True):
+        when = f"{row['updated_at']:%Y-%m-%d}" if row["updated_at"] else "undated"
+        words = [w.strip() for w in (row["keywords"] or "").split(",") if w.strip()]
+        keys = ", ".join(words[:SUMMARY_KEYWORDS])
+        title = one_line(row["title"], 90)
+        outcome = one_line(row["session_outcome"], 20) or "uncertain"
+        line = f"- {when} {title} ({outcome})"
+        line += f"; keywords: {one_line(keys, 120)}" if keys else ""
+        out.append(one_line(f"{line}: rollout_summaries/{row['stem']}.md", SUMMARY_LINE_CHARS))
+    return out
+
+
 def render_memory_summary(
     project_key: str, merged: pl.DataFrame, task_rows: pl.DataFrame, *, max_tokens: int
 ) -> str:
-    """``memory_summary.md``: first line ``v1``; then what to do and avoid in this project
-    (the user's preferences, pitfalls, commands that worked, decisions and facts); then an
-    index of what is in memory with the most recent days first; cut to ``max_tokens`` from
-    the oldest end."""
+    """``memory_summary.md``: the guidance line first (memory is a hint; the repository and
+    the user's words win; verify); then what to do and avoid in this project (the user's
+    preferences, pitfalls, the check commands that exited 0, decisions and facts the user
+    stated); then an index of the sessions by topic title and keywords, most recent first;
+    every line at most ``SUMMARY_LINE_CHARS``; cut to ``max_tokens`` from the end."""
     head = [
-        "v1",
+        MEMORY_GUIDANCE,
+        "",
         f"# Memory summary: {one_line(project_key, KEY_SHOWN_CHARS)}",
         "",
-        "Load this at the start of a session; MEMORY.md and rollout_summaries/ hold the details.",
+        "MEMORY.md and rollout_summaries/ hold the details and the sessions each line comes from.",
         "",
     ]
 
@@ -229,28 +277,16 @@ def render_memory_summary(
         return [one_line(t, SUMMARY_BULLET_CHARS) for t in rows.head(n)["text"].to_list()]
 
     lists = [
-        ("The user's preferences", texts("preferences", SUMMARY_PREFERENCES)),
-        ("Pitfalls: what failed, and what to do instead", texts("failures", SUMMARY_PITFALLS)),
-        ("Commands that worked", commands_that_worked(merged)),
-        ("Decisions and facts", texts("knowledge", SUMMARY_KNOWLEDGE)),
+        ("Do: the user's preferences, in their words", texts("preferences", SUMMARY_PREFERENCES)),
+        ("Avoid: what failed, and what worked instead", texts("failures", SUMMARY_PITFALLS)),
+        ("Check commands that exited 0", commands_that_worked(merged)),
+        ("Decisions and facts the user stated", texts("knowledge", SUMMARY_KNOWLEDGE)),
     ]
     body: list[str] = []
     for title, bullets in lists:
         if bullets:
-            body += [f"### {title}", "", *[f"- {b}" for b in bullets], ""]
-    if body:
-        body = ["## Do and avoid in this project", "", *body]
-    index: list[str] = ["## What is in memory (most recent first)", ""]
-    by_day = task_rows.sort("updated_at", descending=True, nulls_last=True).with_columns(
-        day=pl.col("updated_at").dt.strftime("%Y-%m-%d").fill_null("undated")
-    )
-    for (day,), rows in by_day.group_by("day", maintain_order=True):
-        index.append(f"### {day}")
-        for row in rows.iter_rows(named=True):
-            outcome = one_line(row["outcome"], 40) or "uncertain"
-            title = one_line(row["title"], VALUE_SHOWN_CHARS)
-            index.append(f"- {title} ({outcome}): rollout_summaries/{row['stem']}.md")
-        index.append("")
+            body += [f"## {title}", "", *[f"- {b}" for b in bullets], ""]
+    index = ["## Sessions in memory (most recent first)", "", *_session_index(task_rows), ""]
 
     def text(lines: list[str]) -> str:
         return "\n".join(lines).rstrip() + "\n"
@@ -268,12 +304,13 @@ def render_memory_summary(
                 over = mid
         lines = lines[:fits]
     out = text(lines)
-    if count_tokens(out) > max_tokens:  # the head alone is over: keep `v1`, cut the rest
-        first = "v1\n"
+    if count_tokens(out) > max_tokens:  # the head alone is over: the guidance, the rest cut
+        first = MEMORY_GUIDANCE + "\n"
         rest, _ = truncate_middle(
             out.removeprefix(first), max(max_tokens - count_tokens(first) - 1, 0)
         )
         rest = rest if rest.endswith("\n") else rest + "\n"
+        # the guidance line is the floor, whatever the budget
         out = first + rest if count_tokens(first + rest) <= max_tokens else first
     return out
 
@@ -318,8 +355,9 @@ def _skill_file(name: str, description: str, body: str) -> str:
 def model_files(output: ConsolidationOutput, *, rules: RuleSet) -> tuple[dict[str, str], list[str]]:
     """The files of a model's answer, redacted, with safe names; and the skipped names."""
     summary = redact_text(output.memory_summary_md, rules=rules).strip()
-    if not summary.startswith("v1"):
-        summary = "v1\n" + summary
+    summary = summary.removeprefix("v1\n") if summary.startswith("v1\n") else summary
+    if not summary.startswith(MEMORY_GUIDANCE):
+        summary = MEMORY_GUIDANCE + "\n\n" + summary
     summary, _ = truncate_middle(summary + "\n", MEMORY_SUMMARY_MAX_TOKENS)
     files = {
         "MEMORY.md": redact_text(output.memory_md, rules=rules).strip() + "\n",

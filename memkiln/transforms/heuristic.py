@@ -32,16 +32,24 @@ from memkiln.transforms.raw_memory import RawMemory, RawTask, write_raw_memory
 from memkiln.transforms.segments import GAP_MINUTES, MAX_TURNS, TOPIC_SWITCH, assign_segments
 from memkiln.transforms.stage_one_answer import NOOP, StageOneOutput
 from memkiln.transforms.text import one_line
+from memkiln.transforms.tool_calls import shell_command
+from memkiln.transforms.trust import is_imperative, risk_reason
 
 SHELL_TOOLS = ("shell", "shell_command", "exec_command", "bash", "Bash", "local_shell", "run")
 EDIT_TOOLS = ("Edit", "Write", "MultiEdit", "NotebookEdit", "edit", "write", "str_replace_editor")
 
-#: A user sentence that states a preference or standing instruction.
+#: A user sentence that states a standing preference: explicit phrases only ("I prefer",
+#: "always", "never", "don't", "from now on"), never the imperative of a one-off request
+#: ("please make the colors different enough").
 PREFERENCE = (
-    r"(?i)(?:\b(?:always|never|please (?:use|keep|avoid|don't|do not|make)|i (?:prefer|like|"
-    r"would rather|'d rather)|make sure|avoid|instead of|rather than|(?:you|we) must|"
-    r"must (?:not|never|always)|(?:you|we) (?:should not|shouldn't|don't|do not))\b"
-    r"|^(?:please,? )?(?:don't|do not)\b)"  # "don't" as an instruction, not a report
+    r"(?i)(?:\b(?:always|never|i (?:prefer|always|never|like to|don't like|do not like|"
+    r"would rather|'d rather|hate it when)|i'd prefer|(?:we|you) (?:always|never)|"
+    r"from now on|going forward|in (?:the )?future|as a rule|by default|"
+    r"(?:you|we) (?:must|should) (?:not |never |always )?(?:use|run|keep|avoid|write|"
+    r"commit|test|ask|check)|stop (?:doing|using|adding)|no more|"
+    r"(?:i|we) (?:don't|do not) (?:want|need|like)|i'd like you to (?:always|never)|"
+    r"(?:please|pls|plz|plase|pleae) (?:don't|do not|never|always))\b"
+    r"|^(?:please,? )?(?:don't|do not|never|always|avoid|prefer)\b)"
 )
 #: A sentence that asks rather than states (a question mark is not always typed).
 QUESTION = (
@@ -55,21 +63,28 @@ INSULT = (
 )
 #: A list marker or quote marker in front of a sentence (``- ``, ``* ``, ``1. ``, ``> ``).
 LIST_MARKER = r"^(?:[-*+•>]\s+|\d{1,3}[.)]\s+|#{1,6}\s+)+"
-#: A user sentence that records a decision or a commitment.
+#: A user sentence that records a decision: explicit phrases only ("we decided", "going
+#: with"), never a one-off go-ahead ("alright, let's do a new release").
 DECISION = (
-    r"(?i)\b(?:let's|let us|we (?:will|decided|agreed|should|need to|are going to)|go with|"
-    r"switch to|use [\w.\-]+ instead|from now on|going forward|todo|follow[- ]up|remember)\b"
+    r"(?i)\b(?:we(?:'ve| have)? (?:decided|agreed|chose|settled on)|i(?:'ve| have)? decided|"
+    r"(?:we|i)(?:'ll| will) (?:go|stick) with|(?:we're|we are|i'm|i am) going with|"
+    r"let's (?:go|stick) with|decision is|the plan is to|we standardi[sz]e on)\b"
 )
 #: A user sentence that states a fact about the project or environment.
 FACT = (
-    r"(?i)\b(?:we use|our [\w\- ]{1,30} (?:is|are|uses|runs)|is located|lives in|runs on|"
-    r"is deployed|requires|depends on|note that|fyi|the (?:api|db|database|server|repo|app) "
-    r"(?:is|uses|runs))\b"
+    r"(?i)^(?:(?:fyi|note|btw)[,:]?\s+(?:that\s+)?)?(?:we use|we're using|we run|"
+    r"our [\w\- ]{1,30} (?:is|are|uses|runs|lives)|"
+    r"the (?:api|db|database|server|repo|app|backend|frontend|ci|build) (?:is|uses|runs|lives)|"
+    r"[\w./-]+ (?:is deployed (?:to|on)|runs on|lives in|is located (?:in|at)))\b"
 )
+#: The user's approval, at the start of their message ("thanks, works now"); a later
+#: request that merely mentions "works" ("whatever works the best…") is not approval.
 SUCCESS_FEEDBACK = (
-    r"(?i)\b(?:thanks|thank you|works|worked|working now|perfect|great|looks good|lgtm|nice|"
-    r"awesome|excellent|that did it|fixed|good job|solved|resolved|all good|ship it|merged|"
-    r"it's working|that's it|exactly|well done|cool|love it)\b"
+    r"(?i)^(?:ok(?:ay)?[,.!]?\s+|yes[,.!]?\s+|yep[,.!]?\s+|cool[,.!]?\s+)?(?:thanks|thank you|"
+    r"thx|ty|(?:it |that |this )?works(?: now| great| perfectly)?|(?:it |that )?worked|"
+    r"working now|it's working|perfect|great(?: job| work)?|looks good|lgtm|nice(?: work)?|"
+    r"awesome|excellent|that did it|fixed|good job|solved|all good|ship it|well done|"
+    r"love it|exactly)\b"
 )
 FAIL_FEEDBACK = (
     r"(?i)\b(?:doesn't work|does not work|didn't work|did not work|not working|"
@@ -84,7 +99,10 @@ TEST_OR_BUILD = (
     r"cargo (?:test|build|check|clippy|nextest)|go (?:test|build|vet)|make\b|cmake --build|ctest|"
     r"mvn|gradle|gradlew|dotnet (?:test|build)|tsc\b|ruff|mypy|pyright|eslint|phpunit|rspec|"
     r"rake test|swift (?:test|build)|xcodebuild|python3? -m (?:pytest|unittest)|unittest|"
-    r"(?:mise|just|task|uv|poetry|hatch|pdm|deno|composer) (?:run )?(?:test|lint|build|check|ci)\b)"
+    r"(?:mise|just|task|uv|poetry|hatch|pdm|deno|composer) (?:run )?(?:test|lint|build|check|ci)\b|"
+    # running the program the task changed: a run or seed script
+    r"python3? (?:-m )?[\w./-]+(?:\.py)?(?:\s|$)|node [\w./-]+\.[cm]?js\b|"
+    r"(?:npm|pnpm|yarn|bun) (?:run )?seed\b|cargo run|go run|mise run|uv run)"
 )
 #: The agent's final answer reports a completed task, or one it could not complete.
 DONE_CLAIM = (
@@ -100,24 +118,57 @@ NOT_DONE_CLAIM = (
     r"not (?:yet )?(?:fixed|working|resolved)|blocked|did not manage|didn't manage|"
     r"(?:tests?|build) (?:still )?fail\w*)\b"
 )
-#: Commands worth remembering as "worked": not a plain look around the tree.
-TRIVIAL_COMMAND = (
-    r"^(?:cd [^&;]+&& ?)?(?:ls|cat|sed -n|head|tail|rg|grep|find|pwd|echo|wc|git (?:status|diff|"
-    r"log|show|branch)|nl|tree|which|type|date|Get-Content|Get-ChildItem|dir|applypatch|"
-    r"apply_patch)\b|--version$|<<|\n"
+#: One-off actions: they ran once for this session's work and are not a procedure to repeat
+#: (commits, pushes, edits in place, file moves).
+ONE_OFF_COMMAND = (
+    r"^(?:git (?:add|commit|push|pull|fetch|checkout|switch|merge|tag|stash|restore|rm|mv|"
+    r"cherry-pick|revert|clone|init|reset)|gh (?:issue|pr|release|repo) (?:create|comment|"
+    r"close|edit|merge)|sed -i|perl -[a-z]*i|mkdir|mv|cp|rm|touch|chmod|chown|ln|kill|pkill|"
+    r"killall|npm version|npm publish|cargo publish|twine upload|"
+    r"(?:npm|pnpm|yarn|bun) (?:run )?(?:publish|release|version\S*|deploy\S*))\b"
 )
+#: Read-only inspection: never remembered as a command that worked.
+TRIVIAL_COMMAND = (
+    r"^(?:ls|ll|cat|bat|less|more|sed -n|head|tail|rg|grep|egrep|fgrep|ag|find|fd|pwd|echo|"
+    r"printf|wc|git (?:status|diff|log|show|branch|remote|rev-parse|ls-files|blame|stash list)|"
+    r"nl|tree|which|type|whereis|file|stat|du|df|date|env|printenv|Get-Content|Get-ChildItem|"
+    r"Select-String|dir|applypatch|apply_patch|open|xdg-open|code|gh (?:issue|pr|run|repo) "
+    r"(?:view|list|status)|jq|awk|sort|uniq|diff|true|:|sleep|clear|history|man|help)\b"
+    r"|--version\b|--help\b|^\S+ -[vVh]$|<<|\n"
+)
+#: A command's wrapping that says nothing of what it does: ``cd X &&``, ``2>&1``, a trailing
+#: ``| tail -N`` / ``| head -N`` / ``| grep …`` / ``| cat``.
+COMMAND_NOISE = (
+    (r"^(?:cd|pushd) (?:\\?\"[^\"]*\"|'[^']*'|[^&;|]+?)\s*(?:&&|;)\s*", ""),
+    (r"\s*[12]?>&[12]", ""),
+    (r"\s*[12]?>\s*/dev/null", ""),
+    (
+        r"(?:\s*\|\s*(?:tail|head)(?:\s+-n)?(?:\s+-?\d+)?|\s*\|\s*cat|\s*\|\s*tee \S+|"
+        r"\s*\|\s*(?:grep|rg|less|more|sort|uniq)\b(?:[^|\"']|\"[^\"]*\"|'[^']*')*)+\s*$",
+        "",
+    ),
+    (r"\s+", " "),
+)
+#: An output that shows a sandbox or permission denial (Codex's sandbox, EPERM, EACCES).
+DENIED = (
+    r"(?i)(?:sandbox (?:denied|error)|failed in sandbox|rejected by (?:the )?(?:sandbox|user)|"
+    r"operation not permitted|\bEPERM\b|\bEACCES\b|permission denied|"
+    r"not allowed by (?:the )?(?:sandbox|policy)|approval (?:was )?denied)"
+)
+#: A command that hides its own failure (``|| true``, ``|| :``, ``; true``).
+HIDES_FAILURE = r"(?:\|\|\s*(?:true|:|echo\b[^\n]*)|;\s*true)\s*$"
 ERROR_LINE = (
     r"(?im)^.*(?:error|exception|traceback|failed|failure|fatal|not found|no such file|"
     r"permission denied|cannot|can't|denied|refused|timed out|panic).*$"
 )
 EXIT_FAILURE = (
-    r"(?:Exit code: [1-9]\d*|\"exit_code\":\s*[1-9]\d*|exited with (?:code|status) [1-9]\d*|"
-    r"Process exited with code [1-9]\d*|\"is_error\":\s*true)"
+    r"(?i)(?:exit code:? -?[1-9]\d*|\"exit_code\":\s*-?[1-9]\d*|exited with (?:code|status) "
+    r"-?[1-9]\d*|process exited with code -?[1-9]\d*|\"is_error\":\s*true)"
 )
 #: An output that states a zero exit.
 EXIT_OK = (
-    r"(?:Exit code: 0\b|\"exit_code\":\s*0\b|exited with (?:code|status) 0\b|"
-    r"Process exited with code 0\b)"
+    r"(?i)(?:exit code:? 0\b|\"exit_code\":\s*0\b|exited with (?:code|status) 0\b|"
+    r"process exited with code 0\b)"
 )
 PATCH_FILE = r"\*\*\* (?:Update|Add|Delete) File: ([^\n\\]+)"
 
@@ -238,21 +289,74 @@ def _clip(text: str, n: int) -> str:
     return text if len(text) <= n else text[: n - 1].rstrip() + "…"
 
 
+#: A message longer than this is mostly pasted: only its first and last paragraphs are the
+#: user's own words.
+PASTED_MESSAGE_CHARS = 1_500
+#: A paragraph that is pasted material, not prose: code, a quote, a log or a list of paths.
+PASTED_PARAGRAPH = (
+    r"(?m)```|^\s*>|^\s{4,}\S|^\s*(?:at |File \"|Traceback|\$ |[A-Z]:\\\\|/\S+:\d+)|"
+    r"^\s*[\[{<]|\b(?:error|warning|info|debug)\s*[:\[]|\t"
+)
+#: A sentence start that can open a statement (not a continuation word: the middle of a
+#: sentence cut by a line break that was not joined).
+STATEMENT_START = r"^[\"'(]?\p{L}"
+#: A sentence that reports what happened ("I tried …", "got a crash"), not a standing rule.
+REPORT = (
+    r"(?i)\b(?:i|we) (?:tried|ran|got|saw|selected|noticed|clicked|opened|was|were|had|did|"
+    r"never saw|never got)\b|\bgot (?:a|an|the|this|that) \w+|\bshould never happen\b"
+)
+#: A one-off request, even when it says "always" or "don't": a change asked for now
+#: ("Also remove the -o option and always write to …"), or an instruction for the moment
+#: ("don't make any changes yet").
+ONE_OFF_REQUEST = (
+    r"(?i)^(?:(?:yes|ok(?:ay)?|also|and|then|now|so|alright|right)[,.!]?\s+)*(?:please\s+)?"
+    r"(?:remove|make|add|change|update|rename|move|fix|create|implement|replace|delete|write|"
+    r"put|set|do it|let's|go ahead|try)\b|\b(?:yet|for now|right now|this time|today|"
+    r"at the moment|in this (?:pr|commit|change))\b"
+)
+#: A clause that starts a preference after a comma or semicolon.
+CLAUSE_BREAK = r"([,;])\s+((?i:i'd prefer|i prefer|we prefer|i'd rather|we'd rather)\b)"
+#: A sentence that starts with a continuation word: the middle of a sentence.
+CONTINUATION = (
+    r"^(?:and|or|but|so|to|of|for|with|in|on|at|by|from|than|that|which|instead|because|"
+    r"as|the|a|an|then|just|only|also|too|etc)\b"
+)
+
+
+def own_words(text: str) -> str:
+    """The user's own prose of a message: pasted paragraphs (code, quotes, logs) left out,
+    the first and last paragraphs only of a long message, hard-wrapped lines joined."""
+    paragraphs = [p for p in re.split(r"\n\s*\n", text) if p.strip()]
+    if len(text) > PASTED_MESSAGE_CHARS and len(paragraphs) > 2:
+        paragraphs = [paragraphs[0], paragraphs[-1]]
+    kept = [p for p in paragraphs if not re.search(PASTED_PARAGRAPH, p) and len(p) <= 1_200]
+    # a line break inside a sentence (hard wrap, dictation) is a space
+    return "\n\n".join(re.sub(r"(?<=[^\s.!?:])\n(?=[^\n\s\-*•>#\d])", " ", p) for p in kept)
+
+
 def _sentences(texts: list[str], pattern: str, limit: int) -> list[str]:
-    """Sentences of the user's messages that match ``pattern``, whole and as written (a
-    list or quote marker in front removed), that state rather than ask or insult."""
+    """Sentences of the user's own words (``own_words``) that match ``pattern``, whole and
+    as written (negation kept; a list or quote marker in front removed), that state rather
+    than ask or insult, and start as a statement does."""
     if not texts:
         return []
-    frame = pl.DataFrame({"t": texts}, schema={"t": pl.String}).select(
-        pl.col("t").str.replace_all(r"([.!?])\s+", "${1}\n").str.split("\n").explode()
+    frame = pl.DataFrame({"t": [own_words(t) for t in texts]}, schema={"t": pl.String}).select(
+        pl.col("t")
+        .str.replace_all(r"([.!?])\s+", "${1}\n")
+        .str.replace_all(CLAUSE_BREAK, "${1}\n${2}")  # "do it there, I'd prefer …": two sentences
+        .str.split("\n")
+        .explode()
     )
     hits = (
         frame.select(pl.col("t").str.strip_chars().str.replace(LIST_MARKER, "").str.strip_chars())
+        .filter(~pl.col("t").str.contains(ONE_OFF_REQUEST) if pattern == PREFERENCE else True)
         .filter(
             pl.col("t").str.contains(pattern)
             & (pl.col("t").str.len_chars().is_between(12, 300))
             & (pl.col("t").str.count_matches(r"\S+") >= 3)
-            & pl.col("t").str.contains(r"^[\p{L}\"'(]")  # words, not code or markup
+            & pl.col("t").str.contains(STATEMENT_START)
+            & ~pl.col("t").str.contains(CONTINUATION)
+            & ~pl.col("t").str.contains(REPORT)
             & ~pl.col("t").str.contains(QUESTION)
             & ~pl.col("t").str.contains(INSULT)
             & ~pl.col("t").str.contains(r"[{};]\s*$|[`]{3}")
@@ -263,52 +367,88 @@ def _sentences(texts: list[str], pattern: str, limit: int) -> list[str]:
     return [" ".join(t.split()) for t in hits["t"].to_list()]
 
 
+def normalize_command(command: str) -> str:
+    """A command without the wrapping that says nothing of what it does (``cd X &&``,
+    ``2>&1``, a trailing ``| tail -20``), so its variants count as one."""
+    out = command.strip()
+    for pattern, repl in COMMAND_NOISE:
+        out = re.sub(pattern, repl, out)
+    return out.strip()
+
+
 def _calls(items: pl.DataFrame) -> pl.DataFrame:
-    """Tool calls with their command (if a shell), their output, and whether they failed."""
+    """Tool calls with their command (if a shell), their output, and whether they failed:
+    by the structured result stored at ingest (``call_failed``: every format's error flag and
+    exit line), else by the output's exit line; a sandbox denial, or an error hidden by
+    ``|| true``, is a failure too. ``pending``: the call never returned."""
     calls = items.filter(
         pl.col("item_type").is_in(["function_call", "custom_tool_call", "local_shell_call"])
-    ).select("seq", "segment_index", "name", "call_id", args="text")
-    outputs = items.filter(
-        pl.col("item_type").is_in(["function_call_output", "custom_tool_call_output"])
-    ).select("call_id", output="text")
-    command_json = pl.coalesce(
-        pl.col("args").str.json_path_match("$.command"),
-        pl.col("args").str.json_path_match("$.cmd"),
     )
-    # ["bash", "-lc", "script"] -> script; ["git", "status"] -> git status
-    as_list = (
-        command_json.str.replace(r'^\[\s*"(?:bash|zsh|sh)"\s*,\s*"-[a-z]*c"\s*,\s*', "[")
-        .str.strip_prefix("[")
-        .str.strip_suffix("]")
-        .str.replace_all(r'"\s*,\s*"', " ")
-        .str.strip_chars('"')
-        .str.replace_all(r'\\"', '"')
-        .str.replace_all(r"\\n", "\n")
+    structured = "call_failed" in items.columns
+    calls = calls.select(
+        "seq",
+        "segment_index",
+        "name",
+        "call_id",
+        args="text",
+        stored_failed=pl.col("call_failed") if structured else pl.lit(None, dtype=pl.Boolean),
+        stored_exit=pl.col("call_exit_code") if structured else pl.lit(None, dtype=pl.Int32),
     )
-    command = pl.when(command_json.str.starts_with("[")).then(as_list).otherwise(command_json)
+    outputs = (
+        items.filter(pl.col("item_type").is_in(["function_call_output", "custom_tool_call_output"]))
+        .group_by("call_id", maintain_order=True)
+        .agg(output=pl.col("text").drop_nulls().str.join("\n"))
+    )
+    command = shell_command(pl.col("args"))
+    # the output's own text: an older Codex JSON output's ``output``, without the leading
+    # ``Exit code:``/``Wall time:``/``Output:`` lines
+    out_text = pl.coalesce(pl.col("output").str.json_path_match("$.output"), "output").str.replace(
+        r"^(?:(?:Exit code|Wall time|Process exited with code)[^\n]*\n|Output:\n)+", ""
+    )
+    exited_zero = (pl.col("stored_exit") == 0).fill_null(False) | pl.col("output").str.contains(
+        EXIT_OK
+    ).fill_null(False)
+    by_text = pl.col("output").str.contains(EXIT_FAILURE).fill_null(False)
+    search_miss = (  # a search that finds nothing exits 1: not a failure
+        pl.col("command").str.contains(r"^(?:cd [^&;]+&& ?)?(?:rg|grep|egrep|diff|test|\[) ")
+        & pl.col("output").str.contains(
+            r"(?i)(?:exit code:? 1\b|exited with code 1\b|\"exit_code\":\s*1\b)"
+        )
+    ).fill_null(False)
     return (
         calls.join(outputs, on="call_id", how="left")
         .with_columns(
-            command=pl.when(pl.col("name").is_in(SHELL_TOOLS) | command_json.is_not_null())
-            .then(command.str.replace(r"^(?:bash|zsh|sh) -[a-z]*c ", ""))
+            command=pl.when(pl.col("name").is_in(SHELL_TOOLS) | command.is_not_null())
+            .then(command)
             .otherwise(None),
-            failed=pl.col("output").str.contains(EXIT_FAILURE).fill_null(False)
-            & ~(  # a search that finds nothing exits 1: not a failure
-                command.str.contains(r"^(?:cd [^&;]+&& ?)?(?:rg|grep|egrep|diff|test|\[) ")
-                & pl.col("output").str.contains(
-                    r"(?:Exit code: 1\b|exited with code 1\b|\"exit_code\":\s*1\b)"
+            pending=pl.col("output").is_null(),
+        )
+        .with_columns(
+            failed=(
+                pl.coalesce(pl.col("stored_failed"), by_text)
+                | (pl.col("output").str.contains(DENIED).fill_null(False) & ~exited_zero)
+                | (
+                    pl.col("command").str.contains(HIDES_FAILURE).fill_null(False)
+                    & out_text.str.contains(ERROR_LINE).fill_null(False)
                 )
-            ).fill_null(False),
-            # an older Codex output is JSON ({"output": "...", "metadata": ...}): its text
-            error_line=pl.coalesce(pl.col("output").str.json_path_match("$.output"), "output")
-            .str.extract(f"({ERROR_LINE})", 1)
-            .str.strip_chars(),
+            )
+            & ~search_miss,
+            error_line=out_text.str.extract(f"({ERROR_LINE})", 1).str.strip_chars(),
+            first_line=out_text.str.strip_chars().str.extract(r"^([^\n]*)", 1),
         )
         .with_columns(  # a check is the command itself, not a script that mentions one
             is_check=pl.col("command").str.split("\n").list.first().str.contains(TEST_OR_BUILD)
             & ~pl.col("command").str.contains("<<")
         )
-        .with_columns(pl.col("is_check").fill_null(False))
+        .with_columns(pl.col("is_check", "failed").fill_null(False))
+        .with_columns(  # a check piped into head/tail/grep hides its exit: its errors decide
+            failed=pl.col("failed")
+            | (
+                pl.col("is_check")
+                & pl.col("command").str.contains(r"\|\s*(?:head|tail|grep|rg)\b").fill_null(False)
+                & out_text.str.contains(r"(?m)\berror\b|\bERR!|^FAIL\b|\bfailed\b").fill_null(False)
+            )
+        )
         .sort("seq")
     )
 
@@ -371,40 +511,41 @@ def _opening(text: str) -> str:
 def _outcome(
     feedback: list[str], calls: pl.DataFrame, answer: str, files: list[str]
 ) -> tuple[str, str]:
-    """A task's outcome and why, from the strongest signal there is: the user's feedback
-    (latest first), then tests or builds, then the agent's final answer, then exit codes."""
+    """A task's outcome and why, from its end state: a task that stopped mid-way (its last
+    call never returned, or no answer came) is ``uncertain``; then the user's feedback
+    (latest first: a complaint anywhere in its opening, approval only at its start; the
+    user's next request is not approval), then the last test or build; the agent's own
+    claim, or a command that exited 0, is not a verification: ``partial`` when the agent
+    says it could not finish, else ``uncertain``."""
+    if calls.height and bool(calls["pending"].to_list()[-1]):
+        return "uncertain", "the session stopped before the last tool call returned"
     for text in reversed(feedback):
         text = _opening(text)
         if re.search(FAIL_FEEDBACK, text):
-            return "fail", f'the user said: "{_clip(text, 100)}"'
-        if re.search(SUCCESS_FEEDBACK, text):
-            return "success", f'the user said: "{_clip(text, 100)}"'
+            return "fail", f'the user said: "{_clip(_quotable(text), 100)}"'
+        if re.search(SUCCESS_FEEDBACK, text.strip()):
+            return "success", f'the user said: "{_clip(_quotable(text), 100)}"'
     checks = calls.filter("is_check")
     if checks.height:
         last = checks.row(-1, named=True)
-        shown = _clip(last["command"], 60)
+        shown = _clip(normalize_command(last["command"]), 60)
         if last["failed"]:
             return "partial", f"the last check, `{shown}`, failed"
         if checks["failed"].any():
             return "success", f"`{shown}` passed after failing"
         return "success", f"`{shown}` passed"
-    final = _opening(answer) + " " + answer[-300:] if answer else ""
-    if final and re.search(NOT_DONE_CLAIM, final):
-        return "partial", f'the agent said: "{_clip(_claim(answer, NOT_DONE_CLAIM), 100)}"'
-    failures_at_end = bool(calls.height and calls["failed"].to_list()[-1])
-    if failures_at_end:
-        return "partial", "the last tool calls failed and the user gave no feedback"
-    if final and re.search(DONE_CLAIM, final):
-        return "success", f'the agent reported: "{_clip(_claim(answer, DONE_CLAIM), 100)}"'
-    commands = calls.filter(pl.col("command").is_not_null())
-    if answer and commands.height:
-        output = commands["output"].fill_null("")[-1]
-        if re.search(EXIT_OK, output):
-            return "success", "the last command exited 0 and the agent answered"
-        stated = re.search(r"(?i)exit code|exit_code|exited with", output)
-        if not stated and not re.search(ERROR_LINE, output):  # Claude Code, Pi: no exit code
-            return "success", "the last command ran without an error and the agent answered"
-    return "uncertain", "no feedback, check or tool call to judge by"
+    if not answer:
+        return "uncertain", "the session ended without an answer"
+    final = _opening(answer) + " " + answer[-300:]
+    if re.search(NOT_DONE_CLAIM, final):
+        return "partial", "the agent said it could not finish"
+    if calls.height and bool(calls["failed"].to_list()[-1]):
+        return "partial", "the last tool call failed and nothing was verified after it"
+    return "uncertain", "nothing was verified or confirmed"
+
+
+def _quotable(text: str) -> str:
+    return text.replace('"', "'")
 
 
 def _claim(answer: str, pattern: str) -> str:
@@ -445,6 +586,37 @@ def _title_line(request: str) -> str:
     return next((line for line in lines if _substantive(line)), lines[0] if lines else request)
 
 
+#: Words a request opens with that say nothing of its topic.
+FILLER = (
+    r"(?i)^(?:(?:ok(?:ay)?|alright|hey|hi|hello|so|well|now|yes|yeah|great|thanks|cool|hmm|hm|"
+    r"please|pls|also|and|but|then)\b[,.!:]?\s*)+"
+    r"|^(?:(?:can|could|would|will) you(?: please)?|i (?:want|need|would like) (?:you )?to|"
+    r"let's|let us|help me(?: to)?|i'd like (?:you )?to)\s+"
+)
+#: Characters of a task's topic title.
+TITLE_CHARS = 72
+
+
+def topic_title(request: str) -> str:
+    """A short topic title for a task: the request's first substantive line without filler
+    openings ("ok, can you please …"), insults or markup; when that is long, its first
+    sentence, cut at a word boundary."""
+    line = _title_line(request)
+    title = line.strip()
+    for _ in range(3):
+        title = re.sub(FILLER, "", title.strip())
+    title = re.sub(INSULT, "", title)
+    title = re.sub(r"[`*_#<>\[\]]+", "", title)
+    title = " ".join(title.split()).strip(" ,;:-")
+    if len(title.split()) < 2:
+        title = " ".join(line.split())
+    if len(title) > TITLE_CHARS:
+        title = re.split(r"(?<=[.!?])\s", title, maxsplit=1)[0]
+    if len(title) > TITLE_CHARS:
+        title = title[: TITLE_CHARS + 1].rsplit(" ", 1)[0].rstrip(" ,.;:") + "…"
+    return title[:1].upper() + title[1:]
+
+
 @dataclass(frozen=True)
 class Task:
     """One segment of the session, as a task of the memory."""
@@ -459,32 +631,83 @@ class Task:
     files: list[str]
     outcome: str
     why: str
+    #: the task reached an end: the agent answered after its last tool call returned
+    finished: bool = True
+
+
+#: Characters of a quoted error line.
+ERROR_QUOTE_CHARS = 160
 
 
 def _worked(calls: pl.DataFrame) -> list[str]:
-    """Commands that succeeded and are worth repeating, checks first."""
+    """Commands that exited 0 and are worth repeating, normalized and without repeats,
+    checks first; never a read-only inspection, a call that never returned, or a risky
+    command."""
     ok = calls.filter(
-        pl.col("command").is_not_null()
-        & ~pl.col("failed")
-        & ~pl.col("command").str.contains(TRIVIAL_COMMAND)
-        & (pl.col("command").str.len_chars() <= 120)
+        pl.col("command").is_not_null() & ~pl.col("failed") & ~pl.col("pending")
     ).sort("is_check", "seq", descending=[True, False])
-    return list(dict.fromkeys(_clip(c, 120) for c in ok["command"].to_list()))[:6]
+    out: list[str] = []
+    for command in ok["command"].to_list():
+        plain = normalize_command(command)
+        if (
+            not plain
+            or len(plain) > 120
+            or re.search(TRIVIAL_COMMAND, plain)
+            or re.search(ONE_OFF_COMMAND, plain)
+            or risk_reason(plain) is not None
+        ):
+            continue
+        if plain not in out:
+            out.append(plain)
+    return out[:6]
+
+
+def _quoted_error(row: dict[str, object]) -> str:
+    """A failed call's error as data: its error line (else its first output line) in a code
+    span, capped; nothing when that line reads as an instruction (text a tool printed is
+    never advice) or holds a risky command."""
+    for key in ("error_line", "first_line"):
+        line = row.get(key)
+        if isinstance(line, str) and line.strip():
+            text = _clip(line.replace("`", "'"), ERROR_QUOTE_CHARS)
+            if is_imperative(text) or risk_reason(text) is not None:
+                return "an error"
+            return f"`{text}`"
+    exit_code = row.get("exit_code")
+    return f"exit code {exit_code}" if exit_code else "a non-zero exit"
 
 
 def _failures(calls: pl.DataFrame) -> list[str]:
+    """Failure → fix pairs: the failed command (normalized; the same one once), its error
+    quoted as data, and the later related command that exited 0, if any."""
     out: list[str] = []
-    for row in calls.filter("failed").head(8).iter_rows(named=True):
-        what = row["command"] or row["name"] or "a tool call"
-        line = row["error_line"] or "non-zero exit"
+    seen: set[str] = set()
+    # a shell command's failure only: a file tool's miss is the agent's own slip
+    for row in calls.filter(pl.col("failed") & pl.col("command").is_not_null()).iter_rows(
+        named=True
+    ):
+        what = normalize_command(row["command"])
+        if not what or what in seen or risk_reason(what) is not None:
+            continue
+        seen.add(what)
         fix = ""
         if row["command"]:
             later_ok = calls.filter(
-                (pl.col("seq") > row["seq"]) & ~pl.col("failed") & (pl.col("name") == row["name"])
+                (pl.col("seq") > row["seq"])
+                & ~pl.col("failed")
+                & ~pl.col("pending")
+                & (pl.col("name") == row["name"])
             )["command"].drop_nulls()
-            related = [c for c in later_ok if _related(row["command"], c)]
-            fix = f"; a later `{_clip(related[0], 80)}` succeeded" if related else ""
-        out.append(f"`{_clip(what, 100)}` failed: {_clip(line, 160)}{fix}")
+            related = [
+                normalize_command(c)
+                for c in later_ok
+                if _related(row["command"], c) and risk_reason(c) is None
+            ]
+            related = [c for c in related if c and c != what]
+            fix = f"; then `{_clip(related[0], 80)}` exited 0" if related else ""
+        out.append(f"`{_clip(what, 100)}` failed with {_quoted_error(row)}{fix}")
+        if len(out) == 8:
+            break
     return out
 
 
@@ -513,25 +736,35 @@ def _tasks(items: pl.DataFrame, calls: pl.DataFrame) -> list[Task]:
         files = _files_changed(mine)
         prefs = [p for p in _sentences(asked, PREFERENCE, 8) if p not in seen_prefs]
         seen_prefs.update(prefs)
-        decisions = _sentences(asked, DECISION, 6)
-        facts = _sentences(asked, FACT, 6)
+        # a sentence is in one section only: a preference first, then a decision
+        decisions = [d for d in _sentences(asked, DECISION, 6) if d not in seen_prefs]
+        seen_prefs.update(decisions)
+        facts = [f for f in _sentences(asked, FACT, 6) if f not in seen_prefs]
+        seen_prefs.update(facts)
         failures = _failures(seg_calls)
         worked = _worked(seg_calls)
         if not (seg_calls.height or answer or prefs or decisions or facts):
             continue  # a request nobody acted on: nothing to remember
-        outcome, why = _outcome(asked[1:] + following, seg_calls, answer, files)
+        # a check run after the user's last word in the task is newer than that word
+        asked_seqs = requests.filter(pl.col("segment_index") == index)["seq"].to_list()
+        later_checks = seg_calls.filter(pl.col("seq") > asked_seqs[-1])
+        outcome, why = _outcome(
+            following if later_checks.filter("is_check").height else asked[1:] + following,
+            seg_calls if following or not later_checks.filter("is_check").height else later_checks,
+            answer,
+            files,
+        )
         knowledge = [f"Decision: {d}" for d in decisions] + [f"Fact: {f}" for f in facts]
         if worked:
             knowledge.append("Commands that worked: " + ", ".join(f"`{c}`" for c in worked))
-        if files:
-            knowledge.append("Files changed: " + ", ".join(_clip(f, 200) for f in files[:12]))
-        if answer:
-            knowledge.append("Final answer: " + _clip(answer, 400))
         first = next((r for r in asked if _substantive(r)), asked[0])
-        commands = [_clip(c, 120) for c in seg_calls["command"].drop_nulls().to_list()]
+        commands = [
+            _clip(normalize_command(c), 120) for c in seg_calls["command"].drop_nulls().to_list()
+        ]
+        commands = [c for c in dict.fromkeys(commands) if c and risk_reason(c) is None]
         out.append(
             Task(
-                title=_clip(_title_line(first), 80),
+                title=topic_title(first),
                 requests=asked,
                 feedback=following,
                 preferences=prefs,
@@ -541,18 +774,22 @@ def _tasks(items: pl.DataFrame, calls: pl.DataFrame) -> list[Task]:
                 files=files,
                 outcome=outcome,
                 why=why,
+                # answered, and its last call returned or an earlier request of it got its
+                # turn (the user asked something new after it)
+                finished=bool(answer)
+                and (
+                    not (seg_calls.height and bool(seg_calls["pending"].to_list()[-1]))
+                    or len({" ".join(r.lower().split())[:60] for r in asked}) > 1
+                ),
             )
         )
     return out
 
 
 def _overall(tasks: list[Task]) -> str:
-    """The session's outcome: the worst of its tasks that had a signal."""
-    judged = [t.outcome for t in tasks if t.outcome != "uncertain"]
-    for outcome in ("fail", "partial", "success"):
-        if outcome in judged:
-            return outcome
-    return "uncertain"
+    """The session's outcome: its end state, the outcome of its last task (an earlier task
+    that failed and was followed by more work does not decide it)."""
+    return tasks[-1].outcome if tasks else "uncertain"
 
 
 def extract_heuristic(
@@ -571,19 +808,16 @@ def extract_heuristic(
         return NOOP
     calls = _calls(items)
     tasks = _tasks(items, calls)
+    # durable: what the user said, a failure and its fix, or work the agent finished; a
+    # session that stopped mid-way with nothing else is the no-op answer
     durable = any(
         t.preferences
-        or t.failures
-        or t.files
-        or t.commands
         or any(k.startswith(("Decision:", "Fact:")) for k in t.knowledge)
+        or (t.finished and bool(t.files or t.commands or t.failures))
         for t in tasks
     )
-    answers = items.filter((pl.col("item_type") == "message") & (pl.col("role") == "assistant"))
-    final_answer = (answers["text"].drop_nulls().to_list() or [""])[-1]
-    if not tasks or (not durable and len(final_answer) < 200):
+    if not tasks or not durable:
         return NOOP
-    task = users[0]
     cwd = one_line(facts.cwd, 300) or "unknown"  # the session's value: one line, capped
     all_files = list(dict.fromkeys(f for t in tasks for f in t.files))
     keywords = _keywords(users, all_files)
@@ -608,7 +842,7 @@ def extract_heuristic(
                 references=tuple(references),
             )
         )
-        steps = [f"User asked: {_clip(t.requests[0], 300)}"]
+        steps = [f"User asked: {_clip(t.requests[0], 200)}"]
         steps += [f"Follow-up: {_clip(f, 200)}" for f in t.requests[1:6]]
         if t.commands:
             ran = list(dict.fromkeys(t.commands))[:6]
@@ -624,7 +858,7 @@ def extract_heuristic(
             *section("Reusable knowledge", t.knowledge),
         ]
     raw = RawMemory(
-        description=_clip(task, 160),
+        description=_clip(title, 160),
         task_outcome=_overall(tasks),
         cwd=cwd,
         keywords=tuple(keywords),

@@ -22,6 +22,7 @@ from __future__ import annotations
 import polars as pl
 
 from memkiln.transforms.project import project_key
+from memkiln.transforms.provenance import provenance_expr
 from memkiln.transforms.redact import RuleSet, redact_expr, redact_frame_counted
 
 CODEX_RECORD_TYPES = (
@@ -83,6 +84,7 @@ ITEM_COLUMNS = pl.Schema(
         "parts": pl.List(pl.Struct({"type": pl.String(), "text": pl.String()})),
         "payload_json": pl.String(),
         "omitted_bytes": pl.Int32(),
+        "provenance": pl.String(),
     }
 )
 
@@ -317,6 +319,8 @@ def codex_items(fields: pl.LazyFrame, blocks: pl.LazyFrame) -> pl.LazyFrame:
         parts=pl.when(item_type == "message").then(pl.col("parts")),
         payload_json=pl.col("line"),
         omitted_bytes="omitted_bytes",
+        _injected=pl.lit(False),
+        _sidechain=pl.lit(False),
     )
 
 
@@ -355,6 +359,8 @@ def message_items(fields: pl.LazyFrame, blocks: pl.LazyFrame) -> pl.LazyFrame:
         summary="summary",
         line="line",
         omitted_bytes="omitted_bytes",
+        _injected=(pl.col("is_meta") == "true") | (pl.col("is_compact_summary") == "true"),
+        _sidechain=pl.col("is_sidechain") == "true",
     )
     # Lines whose message content is not an array (or that are not messages): one item each.
     single_type = (
@@ -389,6 +395,8 @@ def message_items(fields: pl.LazyFrame, blocks: pl.LazyFrame) -> pl.LazyFrame:
         ),
         payload_json="line",
         omitted_bytes="omitted_bytes",
+        _injected="_injected",
+        _sidechain="_sidechain",
     )
     # Message lines with a content array: one item per block.
     b_type = pl.col("b_type")
@@ -434,6 +442,8 @@ def message_items(fields: pl.LazyFrame, blocks: pl.LazyFrame) -> pl.LazyFrame:
             omitted_bytes=pl.when(pl.col("part_idx") == 0)
             .then(pl.col("omitted_bytes"))
             .otherwise(pl.lit(0, dtype=pl.Int32)),
+            _injected="_injected",
+            _sidechain="_sidechain",
         )
     )
     return pl.concat([singles, multi], how="vertical_relaxed")
@@ -465,6 +475,17 @@ def build_items(
             else parse_timestamp(pl.col("ts_text")),
             # a line without a usable type is still stored (never a failed insert)
             record_type=pl.col("record_type").fill_null(pl.lit("unknown")),
+        )
+        .with_columns(
+            provenance=provenance_expr(
+                record_type=pl.col("record_type"),
+                item_type=pl.col("item_type"),
+                role=pl.col("role"),
+                parts=pl.col("parts"),
+                text=pl.col("text"),
+                injected=pl.col("_injected"),
+                sidechain=pl.col("_sidechain"),
+            )
         )
         .select(ITEM_COLUMNS.keys())
         .cast(ITEM_COLUMNS)
@@ -554,7 +575,10 @@ def build_rollouts(fields: pl.LazyFrame, items: pl.LazyFrame, files: pl.LazyFram
         pi_id=_first(pl.when(pi_header).then(pl.col("id"))),
         claude_session=_first(pl.col("session_id")),
         agent_id=_first(pl.col("agent_id")),
-        sidechain=(pl.col("is_sidechain") == "true").any(),
+        # a sub-agent's transcript: every line that says is a sidechain's (a main session
+        # holding some sidechain lines, as older Claude Code wrote them, is not one)
+        sidechain=(pl.col("is_sidechain") == "true").any()
+        & ~(pl.col("is_sidechain") == "false").any(),
         header_ts=_first(
             pl.when(own_meta)
             .then(pl.coalesce("p_timestamp", "timestamp"))

@@ -18,7 +18,7 @@ from memkiln.transforms.text import escaped_line
 from memkiln.transforms.tokens import Truncation, count_tokens, stage_one_budget, truncate_middle
 
 #: Bumped whenever a stage-one template changes what the model is asked; stored with outputs.
-STAGE_ONE_PROMPT_VERSION = "stage1-v1"
+STAGE_ONE_PROMPT_VERSION = "stage1-v2"  # v2: roles by provenance, commands by exit
 #: Characters of an untrusted value (a path, a cwd, a project key) shown in a prompt header.
 HEADER_VALUE_CHARS = 300
 #: The tag that closes the block of rollout contents; no value or content may spell it.
@@ -185,7 +185,7 @@ def build_stage_one_merge_input(
     )
 
 
-CONSOLIDATION_PROMPT_VERSION = "consolidate-v1"
+CONSOLIDATION_PROMPT_VERSION = "consolidate-v2"  # v2: the guidance line, do/avoid, topic index
 
 
 @dataclass(frozen=True)

@@ -168,7 +168,8 @@ def memory_bullets(selected: pl.DataFrame) -> pl.DataFrame:
 
 
 def memory_tasks(selected: pl.DataFrame) -> pl.DataFrame:
-    """Each memory's tasks: title, outcome, group (the memory's first keyword)."""
+    """Each memory's tasks: title, outcome, group (the memory's first keyword), and the
+    memory's keywords and outcome (its front matter)."""
     lines = _lines(selected, "rollout_id", "stem", "updated_at", "raw_memory")
     titles = lines.with_columns(
         title=pl.col("line").str.extract(TASK_LINE, 1),
@@ -181,10 +182,25 @@ def memory_tasks(selected: pl.DataFrame) -> pl.DataFrame:
         .str.to_lowercase()
         .fill_null("general")
     )
+    keywords = pl.col("raw_memory").str.extract(r"(?m)^keywords:[ \t]*([^\n]*)", 1)
+    session_outcome = pl.col("raw_memory").str.extract(r"(?m)^task_outcome:\s*(\S+)", 1)
     return (
         titles.with_columns(pl.col("outcome").backward_fill().over("rollout_id"))
         .filter(pl.col("title").is_not_null())
-        .with_columns(group=group)
-        .select("rollout_id", "stem", "updated_at", "group", "title", "outcome")
+        .with_columns(
+            group=group,
+            keywords=keywords.str.strip_chars().fill_null(""),
+            session_outcome=session_outcome.fill_null("uncertain"),
+        )
+        .select(
+            "rollout_id",
+            "stem",
+            "updated_at",
+            "group",
+            "title",
+            "outcome",
+            "keywords",
+            "session_outcome",
+        )
         .sort(["group", "updated_at", "title"], descending=[False, True, False])
     )

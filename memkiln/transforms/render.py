@@ -17,10 +17,23 @@ from memkiln.transforms.tokens import count_tokens, stage_one_keep_chars
 ITEM_OVERHEAD_CHARS = 64
 
 
+def shown_role_expr() -> pl.Expr:
+    """A message's role as a model is shown it: a "user" message the user did not type (a
+    command's output, a compact summary, a reviewer's results, a sub-agent's prompt) is shown
+    under its provenance (``tool``, ``harness``, ``agent``), never as the user's."""
+    role = pl.col("role")
+    provenance = pl.col("provenance")
+    return (
+        pl.when((role == "user") & provenance.is_not_null() & (provenance != "user"))
+        .then(provenance)
+        .otherwise(role)
+    )
+
+
 def item_json_expr() -> pl.Expr:
     """One compact JSON object per item, shaped like the item type (Codex's field names)."""
     t = pl.col("item_type")
-    message = pl.struct(type=t, role=pl.col("role"), content=pl.col("parts"))
+    message = pl.struct(type=t, role=shown_role_expr(), content=pl.col("parts"))
     call = pl.struct(type=t, name=pl.col("name"), call_id=pl.col("call_id"), arguments="text")
     custom = pl.struct(type=t, name=pl.col("name"), call_id=pl.col("call_id"), input="text")
     output = pl.struct(type=t, call_id=pl.col("call_id"), output="text")
@@ -41,6 +54,8 @@ def item_json_expr() -> pl.Expr:
 def render_items(items: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
     """Add ``item_json`` to kept items, redacted again with the current rules (items stored
     under an older rule set get the newer rules too)."""
+    if "provenance" not in items.collect_schema().names():  # items built before provenance
+        items = items.with_columns(provenance=pl.lit(None, dtype=pl.String))
     return items.with_columns(item_json=redact_expr(item_json_expr(), rules=rules))
 
 

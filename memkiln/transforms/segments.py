@@ -15,6 +15,8 @@ from typing import Any
 
 import polars as pl
 
+from memkiln.transforms.provenance import is_user_words
+
 #: Defaults: a long session is cut every ``MAX_TURNS`` turns; a pause this long is a new task.
 MAX_TURNS = 10
 GAP_MINUTES = 30.0
@@ -25,10 +27,15 @@ BOUNDARIES = ("start", "topic_switch", "time_gap", "turn_limit")
 CONTEXT_BLOCK = (
     r"(?s)<environment_context>.*?</environment_context>"
     r"|<subagent_notification>.*?</subagent_notification>"
+    r"|<user_action>.*?</user_action>"
+    r"|<bash-(?:input|stdout|stderr)>.*?</bash-(?:input|stdout|stderr)>"
+    r"|<user_shell_command>.*?</user_shell_command>"
+    r"|<user-prompt-submit-hook>.*?</user-prompt-submit-hook>"
+    r"|<task-notification>.*?</task-notification>"
 )
 #: A message that is only a slash command (``/model opus``, ``/clear``): an instruction to the
 #: tool, not a request.
-SLASH_COMMAND = r"^/[\w.:-]+(?: [^\n]{0,60})?$"
+SLASH_COMMAND = r"^/[\w.:-]+(?: [ -~]{0,40})?$"  # short ASCII arguments: a setting, not a request
 #: An explicit switch of topic at the start of a message.
 TOPIC_SWITCH = (
     r"(?i)^(?:ok(?:ay)?[,.!]?\s+|great[,.!]?\s+|thanks[,.!]?\s+|good[,.!]?\s+|perfect[,.!]?\s+)?"
@@ -63,6 +70,8 @@ def assign_segments(
         raise ValueError("max_turns must be at least 1")
     by_session: dict[str, Any] = {"partition_by": "rollout_id"}
     is_user = (pl.col("item_type") == "message") & (pl.col("role") == "user")
+    if "provenance" in items.columns:  # a tool's output or an injected text asks for nothing
+        is_user = is_user & is_user_words(pl.col("provenance"))
     request = pl.when(is_user).then(request_text_expr()).otherwise(None)
     framed = items.sort("rollout_id", "seq").with_columns(request=request)
     turn = pl.col("request").is_not_null()

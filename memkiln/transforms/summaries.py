@@ -118,6 +118,9 @@ class ConsolidateSummary:
     price_known: bool = True
     #: why projects were left for the next run (the budget), if any were
     stopped: str | None = None
+    #: memory lines the risk and copied-instruction filters dropped, per reason
+    #: (``risky:<risk>``, ``copied_instruction``)
+    dropped: dict[str, int] = field(default_factory=dict)
 
     def counters(self) -> dict[str, float | None]:
         """The ``runs`` table's counters of this run."""
@@ -129,6 +132,7 @@ class ConsolidateSummary:
             "projects_failed": self.projects_failed,
             "files_written": self.written,
             "files_removed": self.removed,
+            "memory_lines_dropped": sum(self.dropped.values()),
             "model_requests": self.requests,
             "input_tokens": self.input_tokens,
             "output_tokens": self.output_tokens,
@@ -192,6 +196,9 @@ def consolidate_section(s: ConsolidateSummary) -> Section:
     rows: list[tuple[str, float]] = [("projects", len(s.projects))]
     rows += [(f"  {status}", n) for status, n in sorted(statuses.items())]
     rows += [("files written", s.written), ("files removed", s.removed)]
+    if s.dropped:
+        rows.append(("lines dropped by the risk filter", sum(s.dropped.values())))
+        rows += [(f"  {reason}", n) for reason, n in sorted(s.dropped.items())]
     shown = [(what, _fmt(v)) for what, v in rows]
     if s.requests:
         shown += [

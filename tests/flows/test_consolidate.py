@@ -21,6 +21,7 @@ from memkiln.flows.extract import extract_store
 from memkiln.flows.ingest import ingest_archive
 from memkiln.io.store import open_store
 from memkiln.settings import Settings
+from memkiln.transforms.guidance import MEMORY_GUIDANCE
 from memkiln.transforms.tokens import count_tokens
 from tests.builders import codex_lines, uid, write_rollout
 from tests.conftest import built_once
@@ -82,13 +83,14 @@ def test_sample_archive_gives_every_project_a_complete_grounded_folder(
     s = settings(tmp_path, archive=sample_archive)
     run_all(s)
     projects = folders(s.out)
-    assert len(projects) >= 4
+    # the sample's sessions that stopped mid-way, or hold nothing durable, get the no-op answer
+    assert len(projects) >= 3
     index = (s.out / "INDEX.md").read_text()
     for folder in projects:
         names = {p.name for p in folder.iterdir()}
         assert {"memory_summary.md", "MEMORY.md", "raw_memories.md", "rollout_summaries"} <= names
         summary = (folder / "memory_summary.md").read_text()
-        assert summary.splitlines()[0] == "v1"
+        assert summary.splitlines()[0] == MEMORY_GUIDANCE
         assert count_tokens(summary) <= 2_500
         assert f"({folder.name}/memory_summary.md)" in index
         summaries = list((folder / "rollout_summaries").glob("*.md"))
@@ -271,7 +273,7 @@ def test_openai_consolidation_writes_the_models_files_and_nothing_outside_out(
     run_all(s)
     folder = folders(s.out)[0]
     summary = (folder / "memory_summary.md").read_text()
-    assert summary.startswith("v1\n# Shop")
+    assert summary.startswith(f"{MEMORY_GUIDANCE}\n\n# Shop")
     assert (folder / "MEMORY.md").read_text().startswith("# Memory: shop")
     skills = sorted(p.relative_to(folder).as_posix() for p in folder.rglob("SKILL.md"))
     assert skills == [
@@ -389,7 +391,7 @@ def test_show_prints_the_memory_summary_of_a_project(tmp_path: Path) -> None:
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr
-    assert proc.stdout.startswith("v1\n")
+    assert proc.stdout.startswith(MEMORY_GUIDANCE + "\n")
     missing = subprocess.run(
         [sys.executable, "-m", "memkiln.cli", "show", "nope", "--out", str(s.out)],
         capture_output=True, text=True, timeout=60,

@@ -21,6 +21,7 @@ from memkiln.io.jobs import claim_many, release_orphans
 from memkiln.io.store import fetch_pl, open_store
 from memkiln.llm.ratelimit import TRIES_PER_REQUEST
 from memkiln.settings import Settings
+from memkiln.transforms.prompts import STAGE_ONE_PROMPT_VERSION
 from memkiln.transforms.summaries import ExtractSummary
 from tests.builders import codex_lines, make_archive, uid, write_rollout
 from tests.fake_openai import FakeOpenAI, Reply, last_user_text
@@ -80,7 +81,7 @@ def test_a_normal_run_stores_one_output_per_session_and_a_rerun_sends_nothing(
         "select rollout_id, backend, model, prompt_version, input_tokens > 0 from stage1_outputs",
     )
     assert len(stored) == 6 and {r[1:] for r in stored} == {
-        ("openai", "fake-model", "stage1-v1", True)
+        ("openai", "fake-model", STAGE_ONE_PROMPT_VERSION, True)
     }
 
     second = extract(s)

@@ -87,7 +87,8 @@ def test_render_input_shows_exactly_the_kept_items(tmp_path: Path) -> None:
             {"type": "input_text", "text": "<environment_context>\n  <cwd>/srv/shop</cwd>\n</environment_context>"},
             {"type": "input_text", "text": "add a price filter to the search page"},
         ]},
-        {"type": "message", "role": "user", "content": [
+        # kept as Codex keeps it, but shown under its provenance: the harness wrote it
+        {"type": "message", "role": "harness", "content": [
             {"type": "input_text", "text": "<subagent_notification>SUBAGENT DONE</subagent_notification>"},
         ]},
         {"type": "function_call", "name": "shell", "call_id": "call_1", "arguments": "{\"command\":[\"rg\",\"price\"]}"},

@@ -22,6 +22,7 @@ from memkiln.io.memory_files import OutputRoot
 from memkiln.io.rules import load_rules
 from memkiln.settings import Settings
 from memkiln.transforms.consolidate import heuristic_consolidation, model_files, with_stems
+from memkiln.transforms.guidance import MEMORY_GUIDANCE
 from memkiln.transforms.stage_one_answer import ConsolidationOutput, Skill
 from memkiln.transforms.tokens import count_tokens
 from tests.builders import codex_lines, uid, write_rollout
@@ -171,7 +172,7 @@ def big_project(n: int) -> pl.DataFrame:
     return with_stems(frame)
 
 
-def test_memory_summary_of_a_large_project_is_cut_to_2500_tokens() -> None:
+def test_memory_summary_of_a_large_project_stays_within_2500_tokens_and_a_budget() -> None:
     from memkiln.transforms.consolidate import merge_bullets, render_memory_summary
     from memkiln.transforms.raw_memory import memory_bullets, memory_tasks
 
@@ -182,11 +183,23 @@ def test_memory_summary_of_a_large_project_is_cut_to_2500_tokens() -> None:
         memory_tasks(selected),
         max_tokens=10**9,
     )
-    assert count_tokens(uncapped) > 10_000  # the project is large enough for the cap to bite
+    # the index lists the most recent sessions only: a large project's summary stays short
+    assert count_tokens(uncapped) <= 2_500
     summary = heuristic_consolidation("github.com/acme/shop", selected)["memory_summary.md"]
-    assert summary.splitlines()[0] == "v1"
-    assert 2_000 < count_tokens(summary) <= 2_500
-    assert summary.endswith("\n")
+    assert summary == uncapped
+    assert summary.splitlines()[0] == MEMORY_GUIDANCE
+    assert len(re.findall(r"(?m)^- \d{4}-\d\d-\d\d ", summary)) == 12
+    assert all(len(line) <= 300 for line in summary.splitlines())
+    # and a budget smaller than it is still kept, from the end
+    cut = render_memory_summary(
+        "github.com/acme/shop",
+        merge_bullets(memory_bullets(selected)),
+        memory_tasks(selected),
+        max_tokens=count_tokens(uncapped) // 2,
+    )
+    assert cut.splitlines()[0] == MEMORY_GUIDANCE
+    assert count_tokens(cut) <= count_tokens(uncapped) // 2
+    assert uncapped.startswith(cut.rstrip("\n"))
 
 
 def test_a_models_summary_is_cut_to_2500_tokens_too() -> None:
@@ -196,7 +209,7 @@ def test_a_models_summary_is_cut_to_2500_tokens_too() -> None:
         skills=[],
     )
     files, _ = model_files(answer, rules=load_rules())
-    assert files["memory_summary.md"].startswith("v1\n")
+    assert files["memory_summary.md"].startswith(MEMORY_GUIDANCE + "\n")
     assert count_tokens(files["memory_summary.md"]) <= 2_500
 
 

@@ -13,6 +13,7 @@ from memkiln.transforms.consolidate import (
     select_memories,
     with_stems,
 )
+from memkiln.transforms.guidance import MEMORY_GUIDANCE
 from memkiln.transforms.names import hash4, sanitize_slug, summary_stem, uuid_time
 from memkiln.transforms.raw_memory import memory_bullets
 
@@ -117,12 +118,13 @@ def test_memory_summary_leads_with_do_and_avoid_and_leaves_out_file_lists() -> N
         {"updated_at": [T], "title": ["Fix the test"], "outcome": ["success"], "stem": ["s"]}
     )
     text = render_memory_summary("github.com/acme/shop", merged, tasks, max_tokens=5_000)
-    lead, index = text.split("## Do and avoid in this project", 1)[1].split("## What is", 1)
-    assert "### The user's preferences\n\n- Always run the linter first." in lead
-    assert "`npm test` failed" in lead.split("### Pitfalls", 1)[1]
+    assert text.startswith(MEMORY_GUIDANCE + "\n")
+    lead, index = text.split("## Do:", 1)[1].split("## Sessions in memory", 1)
+    assert " the user's preferences, in their words\n\n- Always run the linter first." in lead
+    assert "`npm test` failed" in lead.split("## Avoid:", 1)[1]
     # the command from two sessions first, each command once
-    assert "### Commands that worked\n\n- `pnpm test`\n- `pnpm lint`\n" in lead
-    assert "Fact: the API runs on port 8080" in lead.split("### Decisions and facts", 1)[1]
+    assert "## Check commands that exited 0\n\n- `pnpm test`\n- `pnpm lint`\n" in lead
+    assert "Fact: the API runs on port 8080" in lead.split("## Decisions and facts", 1)[1]
     assert "Files changed" not in lead and "Commands that worked:" not in lead
     assert "`ls dist`" not in lead  # a slip of the agent's, not a pitfall of the project
     assert "Fix the test (success)" in index

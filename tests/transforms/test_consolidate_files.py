@@ -18,6 +18,7 @@ from memkiln.transforms.consolidate import (
     input_hash,
     model_files,
 )
+from memkiln.transforms.guidance import MEMORY_GUIDANCE
 from memkiln.transforms.names import project_dirname
 from memkiln.transforms.prompts import CONSOLIDATION_PROMPT_VERSION
 from memkiln.transforms.redact import RuleSet
@@ -46,14 +47,16 @@ def test_a_model_answer_becomes_the_two_memory_files_each_ending_in_one_newline(
     files, skipped = model_files(answer("  v1\n- keep it short  \n\n"), rules=rules())
     assert files == {
         "MEMORY.md": "# Memory\n\n- use pnpm\n",
-        "memory_summary.md": "v1\n- keep it short\n",
+        "memory_summary.md": f"{MEMORY_GUIDANCE}\n\n- keep it short\n",
     }
     assert skipped == []
 
 
-def test_a_summary_without_its_version_line_gets_one() -> None:
+def test_a_summary_without_the_guidance_line_gets_it_first_and_loses_a_version_line() -> None:
     files, _ = model_files(answer("- keep it short"), rules=rules())
-    assert files["memory_summary.md"] == "v1\n- keep it short\n"
+    assert files["memory_summary.md"] == f"{MEMORY_GUIDANCE}\n\n- keep it short\n"
+    files, _ = model_files(answer(f"{MEMORY_GUIDANCE}\n- keep it short"), rules=rules())
+    assert files["memory_summary.md"] == f"{MEMORY_GUIDANCE}\n- keep it short\n"
 
 
 def test_a_summary_over_its_cap_is_cut_to_it() -> None:
@@ -62,7 +65,7 @@ def test_a_summary_over_its_cap_is_cut_to_it() -> None:
     )
     files, _ = model_files(answer(long), rules=rules())
     text = files["memory_summary.md"]
-    assert text.startswith("v1\n- bullet 0 ") and text.endswith("\n")
+    assert text.startswith(f"{MEMORY_GUIDANCE}\n\n- bullet 0 ") and text.endswith("\n")
     assert count_tokens(text) <= MEMORY_SUMMARY_MAX_TOKENS < count_tokens(long)
     assert "- bullet 2999 " in text  # cut in the middle: both ends are kept
 
@@ -75,7 +78,7 @@ def test_secrets_in_every_part_of_an_answer_are_redacted() -> None:
     )
     files, _ = model_files(output, rules=rules())
     assert files["MEMORY.md"] == f"token {REDACTED}\n"
-    assert files["memory_summary.md"] == f"v1\n- token {REDACTED}\n"
+    assert files["memory_summary.md"] == f"{MEMORY_GUIDANCE}\n\n- token {REDACTED}\n"
     assert files["skills/deploy/SKILL.md"] == (
         f"---\nname: deploy\ndescription: uses {REDACTED}\n---\n\nexport T={REDACTED}\n"
     )

@@ -21,6 +21,7 @@ from memkiln.transforms.consolidate import (
     select_memories,
     with_stems,
 )
+from memkiln.transforms.guidance import MEMORY_GUIDANCE
 from memkiln.transforms.raw_memory import memory_bullets, memory_tasks
 from memkiln.transforms.tokens import count_tokens
 
@@ -156,35 +157,30 @@ Consolidated by memkiln from 2 sessions (2026-10-01 to 2026-10-03). Every bullet
 - `npm test` failed: npm missing; `pnpm test` worked (from rollout_summaries/2025-12-08T22-05-58-0001-fix_flaky_test.md)
 """
 
-MEMORY_SUMMARY = """\
-v1
+MEMORY_SUMMARY = f"""\
+{MEMORY_GUIDANCE}
+
 # Memory summary: github.com/acme/shop
 
-Load this at the start of a session; MEMORY.md and rollout_summaries/ hold the details.
+MEMORY.md and rollout_summaries/ hold the details and the sessions each line comes from.
 
-## Do and avoid in this project
-
-### The user's preferences
+## Do: the user's preferences, in their words
 
 - always run the LINTER first
 - Keep commits small
 
-### Pitfalls: what failed, and what to do instead
+## Avoid: what failed, and what worked instead
 
 - `npm test` failed: npm missing; `pnpm test` worked
 
-### Decisions and facts
+## Decisions and facts the user stated
 
 - Fact: the API runs on port 8080
 
-## What is in memory (most recent first)
+## Sessions in memory (most recent first)
 
-### 2026-10-03
-- Ship the release (partial): rollout_summaries/2025-12-08T22-05-58-0002.md
-- Tag it (uncertain): rollout_summaries/2025-12-08T22-05-58-0002.md
-
-### 2026-10-01
-- Fix the flaky test (success): rollout_summaries/2025-12-08T22-05-58-0001-fix_flaky_test.md
+- 2026-10-03 Ship the release (partial); keywords: deploy: rollout_summaries/2025-12-08T22-05-58-0002.md
+- 2026-10-01 Fix the flaky test (success); keywords: Testing, ci: rollout_summaries/2025-12-08T22-05-58-0001-fix_flaky_test.md
 """
 
 INDEX = """\
@@ -241,13 +237,14 @@ def test_an_over_budget_summary_drops_the_oldest_entries_first() -> None:
     assert "Fix the flaky test (success)" not in cut
 
 
-def test_a_budget_smaller_than_the_head_still_gives_a_v1_file_within_it() -> None:
-    assert _summary(1) == "v1\n"  # the format line is the floor, whatever the budget
-    for budget in (12, 20, 30):
+def test_a_budget_smaller_than_the_head_still_opens_with_the_guidance_line() -> None:
+    guidance = MEMORY_GUIDANCE + "\n"
+    assert _summary(1) == guidance  # the guidance line is the floor, whatever the budget
+    for budget in (40, 50, 60):
         cut = _summary(budget)
-        assert cut.startswith("v1\n") and "tokens truncated" in cut
+        assert cut.startswith(guidance) and "tokens truncated" in cut
         assert count_tokens(cut) <= budget
-    assert _summary(30).startswith("v1\n# Memory summary")
+    assert _summary(70).startswith(guidance + "\n# Memory summary")
 
 
 def test_memories_without_text_or_project_are_not_selected_and_ranks_start_at_one() -> None:

@@ -48,13 +48,14 @@ def test_requests_preferences_failures_commands_and_feedback_are_all_in_the_memo
     assert "task_outcome: success" in raw
     assert "Please always run the linter first" in raw
     assert "We use pnpm, not npm" in raw
-    assert "`npm test` failed: bash: npm: command not found; a later `pnpm test` succeeded" in raw
-    assert "`pnpm test`" in raw
-    assert "Final answer: Switched the test to pnpm" in raw
+    # the error quoted as data, then the fix that exited 0
+    assert "`npm test` failed with `bash: npm: command not found`; then `pnpm test` exited 0" in raw
+    assert "Commands that worked: `pnpm test`" in raw
+    assert "Final answer:" not in raw  # the agent's answer is not copied into memory
     summary = out.rollout_summary  # type: ignore[attr-defined]
     assert summary.startswith("# Fix the flaky checkout test.")
     assert "Outcome: success" in summary
-    assert out.rollout_slug == "flaky-checkout-test-always-linter"  # type: ignore[attr-defined]
+    assert out.rollout_slug == "flaky-checkout-test"  # type: ignore[attr-defined]
 
 
 def test_a_session_with_nothing_durable_gets_the_no_op_answer(tmp_path: Path) -> None:
@@ -92,10 +93,15 @@ def test_heuristic_over_every_codex_corpus_file(ingested_corpus: Path) -> None:
         if n_users == 0 or mine.height == 0:
             assert out.is_noop, rid
             noops += 1
-        elif failed and mine.filter(pl.col("role") == "user").height:
+        elif failed and mine.filter(pl.col("role") == "user").height and not out.is_noop:
             with_failures += 1
-            assert not out.is_noop, rid
             assert "Failures and how to do differently:" in out.raw_memory, rid
+        elif failed and mine.filter(pl.col("role") == "user").height:
+            # a failure is remembered only from a task that reached its end: a session that
+            # stopped while a call ran, with nothing else durable, is the no-op answer
+            calls = mine.filter(pl.col("item_type") == "function_call")["call_id"]
+            answered = set(mine.filter(pl.col("item_type") == "function_call_output")["call_id"])
+            assert calls.len() and calls[-1] not in answered, rid
         assert json.dumps(out.model_dump())  # serializable, no surprises
     assert with_failures >= 10 and noops >= 1
 
@@ -112,8 +118,8 @@ def test_a_later_unrelated_success_is_not_given_as_the_fix_of_a_failure(tmp_path
         answer="Rounding happens in src/tax.py, in round_line().",
     )
     raw = extract_file(tmp_path, lines).raw_memory  # type: ignore[attr-defined]
-    assert "`git status --short` failed: fatal: not a git repository" in raw
-    assert "a later `rg --files` succeeded" not in raw
+    assert "`git status --short` failed with `fatal: not a git repository`" in raw
+    assert "then `rg --files` exited 0" not in raw
 
 
 def test_a_follow_up_that_is_a_new_task_is_not_feedback(tmp_path: Path) -> None:

@@ -60,6 +60,13 @@ class Session:
         stated = "" if exit_code is None else f"Exit code: {exit_code}\nOutput:\n"
         return self._add(item_type="function_call_output", call_id=call_id, text=stated + output)
 
+    def call_only(self, command: str) -> Session:
+        """A shell call that never returned (the session stopped while it ran)."""
+        args = json.dumps({"command": ["bash", "-lc", command]})
+        return self._add(
+            item_type="function_call", name="shell", call_id=f"c{len(self.rows)}", text=args
+        )
+
     def extract(self) -> StageOneOutput:
         schema = ITEM_COLUMNS | {"rollout_id": pl.String, "seq": pl.Int32}
         frame = pl.DataFrame(self.rows, schema=schema)
@@ -131,7 +138,7 @@ def test_each_segment_is_a_task_with_its_own_outcome() -> None:
     )
     assert tasks(out.raw_memory) == [
         ("Fix the flaky login test.", "success"),
-        ("Now let's add a logout button to the header.", "fail"),
+        ("Add a logout button to the header.", "fail"),  # a topic title: no filler
     ]
     assert "Outcome: success, `pytest -q tests/test_login.py` passed after failing" in (
         out.rollout_summary
@@ -178,31 +185,32 @@ def test_each_segment_is_a_task_with_its_own_outcome() -> None:
             .shell("curl -sS localhost:8080/upload", 7, "curl: (7) Failed to connect")
             .answer("I could not reach the server, so the hang is not reproduced."),
             "partial",
-            'the agent said: "I could not reach the server, so the hang is not reproduced."',
+            "the agent said it could not finish",
         ),
         (
             Session()
             .user("Rename the config key.")
             .shell("sed -i s/old/new/ config.toml", 0)
             .answer("The key in config.toml has its new name."),
-            "success",
-            "the last command exited 0 and the agent answered",
+            # the agent's word and an exit 0 are not a verification
+            "uncertain",
+            "nothing was verified or confirmed",
         ),
         (
             Session()
             .user("Commit the fix.")
             .shell("git commit -am 'Fix clean'", None, "[main 22c57db] Fix clean")
             .answer("Committed as 22c57db."),
-            "success",
-            'the agent reported: "Committed as 22c57db."',
+            "uncertain",
+            "nothing was verified or confirmed",
         ),
         (
             Session()
             .user("Tag the release.")
             .shell("git tag v1.2", None, "")
             .answer("Tagged it v1.2 for you."),
-            "success",
-            "the last command ran without an error and the agent answered",
+            "uncertain",
+            "nothing was verified or confirmed",
         ),
         (
             Session()
@@ -213,22 +221,30 @@ def test_each_segment_is_a_task_with_its_own_outcome() -> None:
             "success",
             "`mise run test:ci` passed after failing",
         ),
-        (
-            Session()
-            .user("Explain how the tax rounding works in this project, in detail please.")
-            .answer(
-                "Rounding happens per line, half up, to the cent, before the totals are "
-                "summed; the invoice total can therefore differ from a total rounded once. "
-                "The rule lives in the billing module and is covered by its unit tests."
-            ),
-            "uncertain",
-            "no feedback, check or tool call to judge by",
-        ),
     ],
 )
 def test_outcomes_come_from_signals(session: Session, outcome: str, why: str) -> None:
     out = session.extract()
     assert f"Outcome: {outcome}, {why}\n" in out.rollout_summary
+
+
+def test_an_answer_with_nothing_done_or_stated_is_the_no_op_answer() -> None:
+    out = (
+        Session()
+        .user("Explain how the tax rounding works in this project, in detail please.")
+        .answer(
+            "Rounding happens per line, half up, to the cent, before the totals are "
+            "summed; the invoice total can therefore differ from a total rounded once. "
+            "The rule lives in the billing module and is covered by its unit tests."
+        )
+        .extract()
+    )
+    assert out.is_noop
+
+
+def test_a_session_that_stopped_before_its_last_call_returned_is_the_no_op_answer() -> None:
+    out = Session().user("Rebuild the search index for the shop.").call_only("make index").extract()
+    assert out.is_noop
 
 
 def test_the_next_tasks_opening_is_feedback_only_when_it_is_not_the_switch_itself() -> None:

@@ -116,7 +116,11 @@ def test_the_items_json_is_shaped_by_its_type() -> None:
         {**output("r", 5, "x"), "item_type": "message", "role": "assistant",
          "parts": [{"type": "output_text", "text": "done"}]},
     ]  # fmt: skip
-    got = pl.DataFrame(rows, schema=SCHEMA).select(item_json_expr())
+    got = (
+        pl.DataFrame(rows, schema=SCHEMA)
+        .with_columns(provenance=pl.lit(None, dtype=pl.String))
+        .select(item_json_expr())
+    )
     assert [json.loads(v) for v in got.to_series()] == [
         {"type": "function_call", "name": "shell", "call_id": "c0", "arguments": "{}"},
         {"type": "custom_tool_call", "name": "apply_patch", "call_id": "c1", "input": "patch"},

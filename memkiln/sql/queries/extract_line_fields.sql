@@ -27,7 +27,8 @@ with fields as (
             '$.isMeta', '$.message.role', '$.message.content', '$.message.toolName',       -- 45-48
             '$.message.toolCallId', '$.message.command', '$.message.output',               -- 49-51
             '$.message.isError', '$.customType',                                           -- 52-53
-            '$.content[0]', '$.payload.content[0]', '$.message.content[0]'                 -- 54-56
+            '$.content[0]', '$.payload.content[0]', '$.message.content[0]',                -- 54-56
+            '$.isCompactSummary'                                                           -- 57
         ])) as f
     from batch_lines
 )
@@ -99,5 +100,6 @@ select
     f[54] as content0,
     f[55] as p_content0,
     f[56] as m_content0,
+    f[57] as is_compact_summary,
     case when f is not null then true else coalesce(json_valid(line), false) end as valid
 from fields;

@@ -28,5 +28,6 @@ set
     projects_skipped = $projects_skipped,
     projects_failed = $projects_failed,
     files_written = $files_written,
-    files_removed = $files_removed
+    files_removed = $files_removed,
+    memory_lines_dropped = $memory_lines_dropped
 where run_id = $run_id

@@ -15,5 +15,6 @@ select
     text,
     parts,
     payload_json,
-    omitted_bytes
+    omitted_bytes,
+    provenance
 from b_items;
