@@ -91,6 +91,8 @@ CLI_OPTIONS: dict[str, tuple[str, str]] = {
     "budget_usd": ("budget_usd", "--budget-usd"),
     "publish": ("publish", "--publish"),
     "codex_alongside": ("codex_alongside", "--codex-alongside/--no-codex-alongside"),
+    "wait": ("wait_for_batches", "--wait/--no-wait"),
+    "poll_interval": ("poll_interval_s", "--poll-interval"),
 }
 #: Options still accepted under a former name and unit, not shown in help.
 OLD_OPTIONS: dict[str, tuple[str, str]] = {"batch_mb": ("batch_bytes", "--batch-mb")}
@@ -190,6 +192,8 @@ PublishOpt = Annotated[str | None, _option("publish", "--publish")]
 AlongsideOpt = Annotated[
     bool | None, _option("codex_alongside", "--codex-alongside/--no-codex-alongside")
 ]
+WaitOpt = Annotated[bool | None, _option("wait", "--wait/--no-wait")]
+PollOpt = Annotated[float | None, _option("poll_interval", "--poll-interval")]
 JsonOpt = Annotated[
     bool,
     typer.Option(
@@ -592,6 +596,8 @@ def backfill(
     max_retries: RetriesOpt = None,
     dry_run: DryRunOpt = None,
     budget_usd: BudgetOpt = None,
+    wait: WaitOpt = None,
+    poll_interval: PollOpt = None,
     as_json: JsonOpt = False,
     progress: ProgressOpt = None,
     prefect: PrefectOpt = None,
@@ -603,7 +609,8 @@ def backfill(
     --since..--until (no age window) in batches of --max-rollouts, then consolidate.
 
     Interrupt it anywhere and run it again: it goes on without redoing finished sessions.
-    --dry-run calls no model and estimates tokens and cost; --budget-usd caps the spend.
+    --dry-run calls no model and estimates tokens and cost; --budget-usd caps the spend;
+    with --backend openai-batch, --wait submits, polls and applies until every batch ended.
     """
     from memkiln.transforms.summaries import (
         consolidate_section,
@@ -940,6 +947,8 @@ def show_config(
     budget_usd: BudgetOpt = None,
     publish: PublishOpt = None,
     codex_alongside: AlongsideOpt = None,
+    wait: WaitOpt = None,
+    poll_interval: PollOpt = None,
     progress: ProgressOpt = None,
     prefect: PrefectOpt = None,
     task_runner: RunnerOpt = None,

@@ -145,7 +145,13 @@ class Options(BaseModel):
         description="The model's context window in tokens (the input gets 95% x 70%, less when "
         "the prompt and the output reserve need more; unset: a 150,000-token budget).",
     )
-    concurrency: int = Field(8, ge=1, le=256, description="Model requests in flight at most.")
+    concurrency: int = Field(
+        8,
+        ge=1,
+        le=256,
+        description="Model requests in flight at most (fewer while the service's rate limits "
+        "say so).",
+    )
     request_timeout_s: float = Field(
         120, ge=0.1, description="Seconds before a model request times out."
     )
@@ -173,8 +179,17 @@ class Options(BaseModel):
     budget_usd: float | None = Field(
         None,
         gt=0,
-        description="Stop sending new requests once the spend so far plus the requests in flight "
-        "would pass this many USD (phase 1 and 2 together); the next run goes on.",
+        description="A hard cap on the spend in USD (phase 1 and 2 together): each request's "
+        "worst case is reserved before it is sent; once the next one does not fit, the run "
+        "stops sending and the next run goes on.",
+    )
+    wait_for_batches: bool = Field(
+        False,
+        description="openai-batch: submit, then poll and apply every batch until all have "
+        "ended, in one command.",
+    )
+    poll_interval_s: float = Field(
+        60.0, gt=0, description="openai-batch with --wait: seconds between two polls."
     )
     prices: dict[str, tuple[float, float]] = Field(
         default_factory=dict,

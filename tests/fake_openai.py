@@ -11,6 +11,13 @@ Endpoints:
 - ``GET /v1/models`` -> one model, ``fake-model``;
 - anything else -> 404 with an OpenAI-style error body.
 
+Rate-limited mode (``limit_tokens`` / ``limit_requests`` per ``window`` seconds): a sliding
+window of the model requests admitted, as providers count them (a request's tokens: its input
+plus the most output it asks for); every model answer carries the provider's headers
+(``x-ratelimit-limit-/remaining-/reset-requests`` and ``-tokens``), and a request past the
+limit gets 429 ``rate_limit_exceeded`` with ``Retry-After`` and ``retry-after-ms`` (the time
+until it would fit), without being counted.
+
 What the model answers is chosen per request: ``route(fn)`` first, then the ``script(...)``
 queue, then ``default``. For the memkiln stage-one schema (``raw_memory``, ``rollout_summary``,
 ``rollout_slug``) a plausible, deterministic memory derived from the prompt is produced; any
@@ -30,7 +37,9 @@ Standalone, for manual use and for tests that drive another process::
 
     python -m tests.fake_openai --port 0 --latency 0.2 --mode ok --log requests.jsonl
 
-prints ``READY http://127.0.0.1:PORT/v1`` on one line and serves until killed; with ``--log``
+prints ``READY http://127.0.0.1:PORT/v1`` on one line and serves until killed (with
+``--limit-tokens`` / ``--limit-requests``, then ``LIMITS`` and a JSON object of what the window
+admitted and refused); with ``--log``
 it appends one JSON line per request received (``path``, ``method``, ``rollout_hint`` = the
 first 200 characters of the last user message), written when the request arrives.
 """
@@ -70,6 +79,7 @@ __all__ = [
     "TRICK_SECRET",
     "FakeOpenAI",
     "Reply",
+    "SlidingWindow",
     "fake_openai",
     "fake_openai_session",
     "last_user_text",
@@ -499,6 +509,96 @@ def _models() -> dict[str, Any]:
     }
 
 
+#: The output tokens a request that names no limit is counted for (as providers count it).
+DEFAULT_MAX_OUTPUT = 4_096
+
+
+def _max_output(body: dict[str, Any]) -> int:
+    """The most output tokens a chat or responses request asks for."""
+    for key in ("max_completion_tokens", "max_tokens", "max_output_tokens"):
+        value = body.get(key)
+        if isinstance(value, int) and value > 0:
+            return value
+    return DEFAULT_MAX_OUTPUT
+
+
+def _duration(seconds: float) -> str:
+    """A reset time as the provider writes it: ``850ms``, ``9.5s``, ``1m3s``."""
+    if seconds < 1:
+        return f"{max(0, round(seconds * 1000))}ms"
+    minutes, rest = divmod(seconds, 60)
+    rest_text = f"{rest:.3f}".rstrip("0").rstrip(".") + "s"
+    return f"{int(minutes)}m{rest_text}" if minutes else rest_text
+
+
+class SlidingWindow:
+    """Requests and tokens admitted in the last ``window`` seconds, against their limits
+    (None: no limit of that kind). Thread-safe; ``clock`` is ``time.monotonic``."""
+
+    def __init__(self, *, tokens: int | None, requests: int | None, window: float) -> None:
+        self.limit_tokens = tokens
+        self.limit_requests = requests
+        self.window = window
+        self._admitted: deque[tuple[float, int]] = deque()
+        self._lock = threading.Lock()
+        #: every admission ``(time, tokens)`` and the number of requests refused
+        self.log: list[tuple[float, int]] = []
+        self.refused = 0
+
+    def _expire(self, now: float) -> None:
+        while self._admitted and self._admitted[0][0] + self.window <= now:
+            self._admitted.popleft()
+
+    def admit(self, tokens: int) -> tuple[bool, float, dict[str, str]]:
+        """Count a request of ``tokens`` if it fits; ``(admitted, retry after, headers)``."""
+        with self._lock:
+            now = time.monotonic()
+            self._expire(now)
+            used = sum(t for _, t in self._admitted)
+            waits = []
+            if self.limit_tokens is not None and used + tokens > self.limit_tokens:
+                if tokens > self.limit_tokens:  # never fits: as long as a whole window
+                    waits.append(self.window)
+                else:
+                    freed = used + tokens - self.limit_tokens
+                    for at, t in self._admitted:
+                        freed -= t
+                        if freed <= 0:
+                            waits.append(at + self.window - now)
+                            break
+            if self.limit_requests is not None and len(self._admitted) >= self.limit_requests:
+                surplus = len(self._admitted) - self.limit_requests
+                waits.append(self._admitted[surplus][0] + self.window - now)
+            admitted = not waits
+            if admitted:
+                self._admitted.append((now, tokens))
+                self.log.append((now, tokens))
+            else:
+                self.refused += 1
+            return admitted, max(waits, default=0.0), self._headers(now)
+
+    def _headers(self, now: float) -> dict[str, str]:
+        """The provider's headers: the limits, what is left and when the window is empty."""
+        reset = self._admitted[-1][0] + self.window - now if self._admitted else 0.0
+        headers = {}
+        if self.limit_requests is not None:
+            headers |= {
+                "x-ratelimit-limit-requests": str(self.limit_requests),
+                "x-ratelimit-remaining-requests": str(
+                    max(0, self.limit_requests - len(self._admitted))
+                ),
+                "x-ratelimit-reset-requests": _duration(reset),
+            }
+        if self.limit_tokens is not None:
+            used = sum(t for _, t in self._admitted)
+            headers |= {
+                "x-ratelimit-limit-tokens": str(self.limit_tokens),
+                "x-ratelimit-remaining-tokens": str(max(0, self.limit_tokens - used)),
+                "x-ratelimit-reset-tokens": _duration(reset),
+            }
+        return headers
+
+
 # --------------------------------------------------------------------------- HTTP server
 
 
@@ -732,6 +832,8 @@ class FakeOpenAI:
         self.batch_polls_in_progress = 0
         #: how many batch creations (``POST /v1/batches``) answer 503 before one succeeds
         self.batch_create_failures = 0
+        #: the rate-limited mode (``limit()``), None when off
+        self.rate_limit: SlidingWindow | None = None
         self._lock = threading.Lock()
         self._log_lock = threading.Lock()
         self._queue: deque[Reply] = deque()
@@ -782,6 +884,15 @@ class FakeOpenAI:
         with self._lock:
             self._route = fn
 
+    def limit(
+        self, *, tokens: int | None = None, requests: int | None = None, window: float = 60.0
+    ) -> SlidingWindow:
+        """Turn on the rate-limited mode: at most ``tokens`` and ``requests`` admitted per
+        sliding ``window`` seconds (see the module's docstring); returns the window, whose
+        ``log`` and ``refused`` count what was admitted and refused."""
+        self.rate_limit = SlidingWindow(tokens=tokens, requests=requests, window=window)
+        return self.rate_limit
+
     def reset(self) -> None:
         """Forget requests, errors, script, route and counters; default ok; latency 0."""
         with self._lock:
@@ -791,6 +902,7 @@ class FakeOpenAI:
             self._route = None
             self.default = Reply()
             self.latency = 0.0
+            self.rate_limit = None
             self._max_in_flight = self._in_flight
             self.input_tokens_received = 0
 
@@ -919,6 +1031,23 @@ class FakeOpenAI:
         if body.get("stream"):
             message = "The fake server does not support stream=true."
             return 400, _error_body(400, message), {}, 0.0
+        limits: dict[str, str] = {}
+        if self.rate_limit is not None:
+            window = self.rate_limit
+            tokens = self._input_tokens(body) + _max_output(body)
+            admitted, wait, limits = window.admit(tokens)
+            if not admitted:
+                message = (
+                    f"Rate limit reached for {body.get('model') or MODEL}: "
+                    f"Limit {window.limit_tokens} tokens, {window.limit_requests} requests "
+                    f"per {window.window:g} s; requested {tokens} tokens. "
+                    f"Please try again in {_duration(wait)}."
+                )
+                limits |= {
+                    "retry-after": str(max(1, int(-(-wait // 1)))),
+                    "retry-after-ms": str(max(1, round(wait * 1000))),
+                }
+                return 429, _error_body(429, message), limits, 0.0
         reply = self._choose(body)
         delay = reply.delay
         if reply.kind == "timeout" and delay <= 0:
@@ -929,9 +1058,9 @@ class FakeOpenAI:
             if reply.retry_after is not None:
                 headers["retry-after"] = _format_seconds(reply.retry_after)
             message = f"Fake error {reply.status} (scripted)."
-            return reply.status, _error_body(reply.status, message), headers, hold
+            return reply.status, _error_body(reply.status, message), limits | headers, hold
         if reply.kind in ("reset", "raw"):
-            return 200, {"kind": reply.kind, "content": reply.content or ""}, {}, hold
+            return 200, {"kind": reply.kind, "content": reply.content or ""}, limits, hold
         if reply.kind == "refusal":
             content = reply.content or "I'm sorry, but I can't help with that request."
         else:
@@ -939,7 +1068,17 @@ class FakeOpenAI:
         payload = (_chat_completion if is_chat else _response)(body, content, reply.kind)
         if self.token_counter is not None:
             self._count_usage(body, content, payload, is_chat=is_chat)
-        return 200, payload, {}, hold
+        return 200, payload, limits, hold
+
+    def _input_tokens(self, body: dict[str, Any]) -> int:
+        """A request's input tokens as its answer's usage counts them."""
+        count = self.token_counter
+        if count is None:
+            return len(_all_prompt_text(body)) // 4
+        texts = [_text_of(m.get("content")) for m in _messages(body)]
+        if isinstance(body.get("instructions"), str):
+            texts.append(body["instructions"])
+        return sum(count(text) + 3 for text in texts) + 3
 
     def _batch_api(
         self, method: str, path: str, raw: bytes, content_type: str
@@ -1046,10 +1185,7 @@ class FakeOpenAI:
         """Usage counted with ``token_counter`` (see its attribute)."""
         count = self.token_counter
         assert count is not None
-        texts = [_text_of(m.get("content")) for m in _messages(body)]
-        if isinstance(body.get("instructions"), str):
-            texts.append(body["instructions"])
-        prompt = sum(count(text) + 3 for text in texts) + 3
+        prompt = self._input_tokens(body)
         completion = count(content)
         with self._lock:
             self.input_tokens_received += prompt
@@ -1093,6 +1229,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay", type=float, default=0.0, help="per-reply delay (timeout: 30)")
     parser.add_argument("--content", default=None, help="for --mode content")
     parser.add_argument("--log", default=None, help="append one JSON line per request here")
+    parser.add_argument("--limit-tokens", type=int, default=None, help="tokens per window")
+    parser.add_argument("--limit-requests", type=int, default=None, help="requests per window")
+    parser.add_argument("--window", type=float, default=60.0, help="the limits' window, s")
     args = parser.parse_args(argv)
     default = Reply(
         kind=args.mode,
@@ -1106,6 +1245,8 @@ def main(argv: list[str] | None = None) -> int:
     fake = FakeOpenAI(
         host=args.host, port=args.port, latency=args.latency, default=default, log_path=args.log
     )
+    if args.limit_tokens is not None or args.limit_requests is not None:
+        fake.limit(tokens=args.limit_tokens, requests=args.limit_requests, window=args.window)
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: object) -> None:
@@ -1117,6 +1258,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"READY {fake.base_url}", flush=True)
         while not stop.is_set():
             stop.wait(0.2)
+    if fake.rate_limit is not None:  # what the window admitted and refused, on one line
+        log = fake.rate_limit.log
+        span = log[-1][0] - log[0][0] if log else 0.0
+        admitted = {"admitted": len(log), "tokens": sum(t for _, t in log), "span_s": span}
+        print("LIMITS " + json.dumps(admitted | {"refused": fake.rate_limit.refused}), flush=True)
     return 0
 
 

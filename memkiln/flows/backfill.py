@@ -4,7 +4,8 @@
 2. ingest the archive (new and changed files only)
 3. extract every eligible session whose own dates fall in ``since``..``until`` (the nightly
    age window does not apply), in batches of ``max_rollouts_per_run``, each a run of its own,
-   until none is left, the budget is reached or a batch stops early
+   until none is left, the budget is reached or a batch stops early; with ``--wait``
+   (openai-batch), until every batch of the Batch API has ended and been applied
 4. consolidate (projects whose memories changed); a dry run estimates it instead
 5. close the run record with the counters of every phase and batch
 
@@ -27,6 +28,7 @@ from memkiln.flows.plain_backfill import (
     BackfillSummary,
     backfill_settings,
     more_to_do,
+    wait_then_again,
 )
 from memkiln.flows.plain_backfill import backfill_job as backfill_job
 from memkiln.flows.plain_run import dry_run_estimate, whole_job
@@ -62,7 +64,7 @@ def backfill_flow(options: Options) -> BackfillSummary:
             batch = extract_task(options, summary.run_id, spent)
             summary.batches.append(batch)
             spent += batch.cost_usd
-            if not more_to_do(batch):
+            if not more_to_do(batch) and not wait_then_again(options, batch):
                 break
         # 4. consolidate, or estimate it
         if options.dry_run:

@@ -5,6 +5,7 @@ here imports Prefect.
 """
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
+import sys
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -13,6 +14,7 @@ from memkiln.flows.plain_extract import extract_store
 from memkiln.flows.plain_ingest import ingest_archive
 from memkiln.flows.plain_run import dry_run_estimate, merge_counters, whole_job
 from memkiln.io.progress import Reporter
+from memkiln.llm.batch import wait_for_batches
 from memkiln.settings import Options, Settings
 from memkiln.transforms.estimate import Estimate
 from memkiln.transforms.summaries import ConsolidateSummary, ExtractSummary, IngestSummary
@@ -50,7 +52,11 @@ class BackfillSummary:
             total.chunk_requests += batch.chunk_requests
             total.merge_requests += batch.merge_requests
             total.chunks_cut += batch.chunks_cut
+            total.rate_limited += batch.rate_limited
+            total.reserved_usd = max(total.reserved_usd, batch.reserved_usd)
         if self.batches:
+            total.budget_usd = self.batches[0].budget_usd
+            total.spent_before_usd = self.batches[0].spent_before_usd
             last = self.batches[-1]
             total.considered, total.decisions = last.considered, dict(last.decisions)
             total.stopped, total.budget_reached = last.stopped, last.budget_reached
@@ -87,6 +93,19 @@ def more_to_do(batch: ExtractSummary) -> bool:
     )
 
 
+def wait_then_again(settings: Options, batch: ExtractSummary) -> bool:
+    """With ``--wait`` (openai-batch), wait for the batches still running to end; True when
+    there were some (the next batch's run applies them and goes on)."""
+    running = batch.batched or batch.batches_open  # submitted now, or still open before
+    if not (settings.wait_for_batches and running) or settings.dry_run:
+        return False
+    return wait_for_batches(Settings.from_options(settings), say=_say) > 0
+
+
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 def backfill_job(settings: Settings) -> BackfillSummary:
     """The recipe of ``backfill_flow`` in this process alone, without Prefect (``--no-prefect``)."""
     settings = backfill_settings(settings)
@@ -101,7 +120,7 @@ def backfill_job(settings: Settings) -> BackfillSummary:
             batch = extract_store(settings, reporter=reporter, spent_before=spent)
             summary.batches.append(batch)
             spent += batch.cost_usd
-            if not more_to_do(batch):
+            if not more_to_do(batch) and not wait_then_again(settings, batch):
                 break
         if settings.dry_run:
             summary.estimate = dry_run_estimate(settings, batch, run_id=summary.run_id)

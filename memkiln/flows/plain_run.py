@@ -91,7 +91,8 @@ def dry_run_estimate(settings: Settings, extract: ExtractSummary, *, run_id: str
     stored under ``run_id``."""
     estimate = extract.estimate or Estimate()
     model = HEURISTIC_MODEL if settings.backend == "heuristic" else settings.model
-    per_memory = DEFAULT_STAGE_ONE_OUTPUT_TOKENS
+    basis = estimate.output_basis.get("extract")  # a memory: about one stage-one answer
+    per_memory = DEFAULT_STAGE_ONE_OUTPUT_TOKENS if basis is None else basis.per_request
     con = open_store(settings.db)
     try:
         consolidation_estimate(

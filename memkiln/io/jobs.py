@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import duckdb
 import polars as pl
@@ -43,6 +44,9 @@ class Outcome:
     merge_requests: int = 0
     chunks_mid_turn: int = 0
     chunks_cut: int = 0
+    #: what the call's last answer said of the service's rate limits, as
+    #: ``memkiln.llm.ratelimit.Seen.to_wire`` (None: nothing); never stored
+    limits: dict[str, Any] | None = None
 
     @property
     def requests(self) -> int:

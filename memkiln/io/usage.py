@@ -11,20 +11,32 @@ from memkiln.transforms.estimate import (
     CONSOLIDATION_MAX_OUTPUT,
     DEFAULT_CONSOLIDATION_OUTPUT_TOKENS,
     Estimate,
+    OutputBasis,
     consolidation_input_tokens,
     expected_output_tokens,
 )
 from memkiln.transforms.prompts import build_consolidation_input
 
 
-def past_output_mean(con: duckdb.DuckDBPyConnection, *, phase: str, model: str) -> float | None:
-    """Mean output tokens of the model's earlier answers in ``phase``, if any."""
+def past_output_mean(
+    con: duckdb.DuckDBPyConnection, *, phase: str, model: str, prompt_version: str = ""
+) -> float | None:
+    """Mean output tokens of the model's earlier answers in ``phase``, if any (stage one:
+    under ``prompt_version``)."""
+    return past_output(con, phase=phase, model=model, prompt_version=prompt_version)[0]
+
+
+def past_output(
+    con: duckdb.DuckDBPyConnection, *, phase: str, model: str, prompt_version: str = ""
+) -> tuple[float | None, int]:
+    """Mean output tokens of the model's earlier answers in ``phase`` (stage one: under
+    ``prompt_version``), None when there are none; and how many answers that is."""
     if phase == "extract":
-        found = execute(con, "past_output_mean_extract", model=model)
+        found = execute(con, "past_output_mean_extract", model=model, prompt_version=prompt_version)
     else:
         found = execute(con, "past_output_mean_usage", phase=phase, model=model)
-    value = found.fetchall()[0][0]
-    return None if value is None else float(value)
+    value, answers = found.fetchall()[0]
+    return (None if value is None else float(value)), int(answers or 0)
 
 
 def record_usage(
@@ -129,9 +141,12 @@ def consolidation_estimate(
         )
     )
     tokens_in = sum(base + min(int(n), max_memories) * memory_tokens for _, n in rows)
-    past = past_output_mean(con, phase="consolidate", model=model)
+    past, answers = past_output(con, phase="consolidate", model=model)
     out_each = expected_output_tokens(
         past, default=DEFAULT_CONSOLIDATION_OUTPUT_TOKENS, limit=CONSOLIDATION_MAX_OUTPUT
+    )
+    estimate.output_basis["consolidate"] = OutputBasis(
+        out_each, past, answers, DEFAULT_CONSOLIDATION_OUTPUT_TOKENS
     )
     tokens_out = len(rows) * out_each
     estimate.add(

@@ -4,7 +4,10 @@
 - ``openai``: any OpenAI-compatible endpoint through the official client: Chat Completions
   (or the Responses API) with a strict JSON schema generated from ``StageOneOutput``.
   The client retries, with backoff and honouring ``Retry-After``, only what can succeed
-  later: 429, 5xx, timeouts and connection errors. A 400 fails at once.
+  later: 5xx, timeouts, connection errors, and 429 for every request but a session's single
+  stage-one request, whose 429 comes back at once with the limits the answer stated
+  (``Outcome.limits``): the run's controller pauses every request and sends it again
+  (``memkiln.llm.ratelimit``). A 400 fails at once.
 
 Every answer is parsed into the strict model and redacted again before it is returned.
 """
@@ -12,14 +15,18 @@ Every answer is parsed into the strict model and redacted again before it is ret
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import queue
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any, NamedTuple, Protocol, TypeVar
 
+import httpx2
 import openai
 import polars as pl
 from openai import RequestOptions
@@ -30,6 +37,7 @@ from memkiln.errors import ConfigError
 from memkiln.io.jobs import Outcome
 from memkiln.io.prices import PriceBook
 from memkiln.io.store import now
+from memkiln.llm.ratelimit import Seen, seen_in
 from memkiln.settings import Settings, openai_api_key
 from memkiln.transforms.chunks import Chunk, merge_groups, partial_block
 from memkiln.transforms.estimate import CONSOLIDATION_MIN_OUTPUT, consolidation_output_tokens
@@ -265,13 +273,56 @@ def failure_reason(exc: BaseException) -> FailureReason:
     return FailureReason.CLIENT_ERROR
 
 
+#: True while a request is sent on the run's pace: the client does not retry its 429.
+_PACED: ContextVar[bool] = ContextVar("memkiln_paced", default=False)
+
+
+class Client(openai.OpenAI):
+    """The official client, except that a request sent on the run's pace (a session's
+    single stage-one request) is not retried by the client after a 429: the run's controller
+    pauses every request for the time the service asked and sends it again
+    (``memkiln.llm.ratelimit``). Every other retry stays the client's."""
+
+    def _should_retry(self, response: httpx2.Response) -> bool:
+        if response.status_code == 429 and _PACED.get():
+            return False
+        return super()._should_retry(response)
+
+
 def open_client(**options: Any) -> openai.OpenAI:
-    """An ``openai.OpenAI`` client whose per-request headers are already worked out: that
-    detects the platform once (reading the interpreter's binary, about 20 ms), which the
-    first requests would otherwise all do at the same time."""
-    client = openai.OpenAI(**options)
+    """A ``Client`` whose per-request headers are already worked out: that detects the
+    platform once (reading the interpreter's binary, about 20 ms), which the first requests
+    would otherwise all do at the same time."""
+    client = Client(**options)
     client.platform_headers()
     return client
+
+
+def retry_after(headers: Mapping[str, str]) -> float | None:
+    """Seconds a 429 asks to wait: ``retry-after-ms``, else ``Retry-After`` (seconds or an
+    HTTP date)."""
+    for name, scale in (("retry-after-ms", 0.001), ("retry-after", 1.0)):
+        value = headers.get(name)
+        if value is None:
+            continue
+        try:
+            return max(0.0, float(value) * scale)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    try:
+        at = email.utils.parsedate_to_datetime(value) if value else None
+    except (TypeError, ValueError):
+        return None
+    return None if at is None else max(0.0, at.timestamp() - time.time())
+
+
+def refused(exc: openai.RateLimitError) -> Seen:
+    """What a 429 said: the limits, the time to wait, and whether the request may go again
+    (not when the quota is spent: no wait makes it succeed)."""
+    headers = exc.response.headers
+    spent = exc.code == "insufficient_quota"
+    return seen_in(headers, limited=True, retry_after=retry_after(headers), retry=not spent)
 
 
 #: A blocking call and the future of its result.
@@ -331,6 +382,8 @@ class _Reply:
     output_tokens: int = 0
     cost_usd: float | None = 0.0
     sent: bool = False
+    #: the limits the answer stated
+    seen: Seen | None = None
 
 
 @dataclass
@@ -342,6 +395,8 @@ class _Spent:
     input_tokens: int = 0
     output_tokens: int = 0
     cost_usd: float | None = 0.0
+    #: the limits the last answer stated
+    seen: Seen | None = None
 
     def add(self, base: Outcome, replies: list[_Reply], *, merge: bool) -> Outcome | None:
         """Count ``replies``; the session's failed outcome when one of them failed."""
@@ -354,6 +409,7 @@ class _Spent:
             self.output_tokens += r.output_tokens
             if self.cost_usd is not None:
                 self.cost_usd = None if r.cost_usd is None else self.cost_usd + r.cost_usd
+            self.seen = r.seen or self.seen
         failed = next((r for r in replies if r.output is None), None)
         if failed is None:
             return None
@@ -372,6 +428,7 @@ class _Spent:
             "merge_requests": self.merge_requests,
             "chunks_mid_turn": base.chunks_mid_turn,
             "chunks_cut": base.chunks_cut,
+            "limits": None if self.seen is None else self.seen.to_wire(),
         }
 
 
@@ -451,10 +508,13 @@ class OpenAIBackend:
             )
         sent = replace(base, sent=True)  # from here on, a request goes to the model
         try:
-            parsed, tokens_in, tokens_out = await self._threads.run(partial(self._call, prompt))
+            parsed, tokens_in, tokens_out, seen = await self._threads.run(
+                partial(self._call, prompt, paced=True)
+            )
         except openai.APIError as exc:
             detail = redact_text(f"{type(exc).__name__}: {exc}"[:300], rules=self.rules)
-            return replace(sent, reason=failure_reason(exc), detail=detail)
+            limits = refused(exc).to_wire() if isinstance(exc, openai.RateLimitError) else None
+            return replace(sent, reason=failure_reason(exc), detail=detail, limits=limits)
         except ValidationError as exc:  # a 200 whose body is not a response of this API
             problem = exc.errors()[0]
             where = ".".join(str(p) for p in problem["loc"]) or "<root>"
@@ -471,6 +531,7 @@ class OpenAIBackend:
             "started_at": started,
             "sent": True,
             "chunks_cut": base.chunks_cut,
+            "limits": seen.to_wire(),
         }
         if parsed.output is None:
             return Outcome(
@@ -557,7 +618,9 @@ class OpenAIBackend:
     async def _ask(self, prompt: StageOneInput) -> _Reply:
         """One request of a chunked session, its answer parsed and made safe."""
         try:
-            parsed, tokens_in, tokens_out = await self._threads.run(partial(self._call, prompt))
+            parsed, tokens_in, tokens_out, seen = await self._threads.run(
+                partial(self._call, prompt)
+            )
         except openai.APIError as exc:
             detail = redact_text(f"{type(exc).__name__}: {exc}"[:300], rules=self.rules)
             return _Reply(None, failure_reason(exc), detail, sent=True)
@@ -570,9 +633,11 @@ class OpenAIBackend:
         cost = self.prices.cost(OpenAIBackend.name, self.model, tokens_in, tokens_out)
         if parsed.output is None:
             detail = redact_text(clean_text(parsed.detail or ""), rules=self.rules)
-            return _Reply(None, parsed.reason, detail, tokens_in, tokens_out, cost, sent=True)
+            return _Reply(
+                None, parsed.reason, detail, tokens_in, tokens_out, cost, sent=True, seen=seen
+            )
         output = safe_strings(parsed.output, rules=self.rules)
-        return _Reply(output, None, None, tokens_in, tokens_out, cost, sent=True)
+        return _Reply(output, None, None, tokens_in, tokens_out, cost, sent=True, seen=seen)
 
     def request_body(self, prompt: StageOneInput) -> tuple[str, dict[str, Any]]:
         """The path and body of a stage-one request (the Batch API sends the same body)."""
@@ -607,7 +672,7 @@ class OpenAIBackend:
         )
         return parsed, tokens_in, tokens_out
 
-    def _call(self, prompt: StageOneInput) -> tuple[Parsed, int, int]:
+    def _call(self, prompt: StageOneInput, *, paced: bool = False) -> tuple[Parsed, int, int, Seen]:
         # Runs in one of the backend's threads, parsing the answer too, so that the event
         # loop only hands out requests and collects outcomes. The body goes out as it is
         # through the client's own ``post`` (the same auth, timeouts, retries and errors as
@@ -634,8 +699,14 @@ class OpenAIBackend:
                 "max_completion_tokens": self.max_output_tokens,
                 "response_format": self._response_format,
             }
-        raw = self.client.post(path, body=body, cast_to=bytes, options=BEARER_AUTH)
-        answer = read_answer(raw, api=self.api)
+        on_pace = _PACED.set(paced)
+        try:
+            response = self.client.post(
+                path, body=body, cast_to=httpx2.Response, options=BEARER_AUTH
+            )
+        finally:
+            _PACED.reset(on_pace)
+        answer = read_answer(response.content, api=self.api)
         tokens_in, tokens_out = answer.counts or (count_tokens(prompt.user), 0)
         parsed = judge_stage_one(
             answer.text,
@@ -643,7 +714,7 @@ class OpenAIBackend:
             cut=answer.cut,
             max_output_tokens=self.max_output_tokens,
         )
-        return parsed, tokens_in, tokens_out
+        return parsed, tokens_in, tokens_out, seen_in(response.headers)
 
     async def consolidate(self, prompt: ConsolidationInput) -> ConsolidationResult:
         """One structured call for a project's MEMORY.md, memory_summary.md and skills."""

@@ -10,11 +10,17 @@ answers within a day, applied by a later run.
    read (output and error files) and applied through the same parsing, redaction and outcome
    code as the synchronous backend; a request the batch failed, or left unanswered (expired,
    cancelled), becomes a failed job with its reason
+3. wait (``memkiln backfill --wait``): the open batches' statuses polled every
+   ``--poll-interval`` seconds, one line per batch, until every one has ended (then a run's
+   ``poll`` applies them)
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -25,8 +31,10 @@ import polars as pl
 from pydantic import ValidationError
 
 from memkiln.io.jobs import Finished, Outcome
-from memkiln.io.store import execute, now, transaction
+from memkiln.io.rules import load_rules
+from memkiln.io.store import execute, now, open_store, transaction
 from memkiln.llm.backends import OpenAIBackend, Request, finalize
+from memkiln.settings import Settings
 from memkiln.transforms.redact import redact_text
 from memkiln.transforms.states import FailureReason, OutcomeKind
 from memkiln.transforms.text import clean_text
@@ -249,6 +257,70 @@ def poll(con: duckdb.DuckDBPyConnection, backend: OpenAIBatchBackend) -> tuple[l
                 result = replace(result, reason=f"batch_{batch.status}")
             finished.append(Finished(result, watermark, int(attempt)))
     return finished, still_open
+
+
+def open_batches(con: duckdb.DuckDBPyConnection) -> list[tuple[str, str | None]]:
+    """``(input file, batch id or None: not created yet)`` of the batches not applied."""
+    return [(file_id, batch_id) for file_id, batch_id, _ in execute(con, "batches_open").fetchall()]
+
+
+def wait(
+    backend: OpenAIBatchBackend,
+    batches: list[tuple[str, str | None]],
+    *,
+    interval: float,
+    say: Callable[[str], None],
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """Poll ``batches`` every ``interval`` seconds until each has ended (or has no batch
+    yet: the next run's ``poll`` creates it), saying each one's status and counts whenever
+    they change. A poll the service does not answer is tried again at the next one."""
+    last: dict[str, str] = {}
+    while True:
+        waiting = 0
+        for file_id, batch_id in batches:
+            if batch_id is None:
+                line = f"batch of {file_id}: not created yet (the next poll creates it)"
+                ended = True
+            else:
+                try:
+                    batch = backend.client.batches.retrieve(batch_id)
+                except openai.APIError as exc:
+                    line = f"batch {batch_id}: not answered ({type(exc).__name__})"
+                    ended = False
+                else:
+                    counts = batch.request_counts
+                    done = f", {counts.completed} of {counts.total} answered, " if counts else ""
+                    failed = f"{counts.failed} failed" if counts else ""
+                    line = f"batch {batch_id}: {batch.status}{done}{failed}"
+                    ended = batch.status in ENDED
+            if last.get(file_id) != line:
+                say(line)
+                last[file_id] = line
+            waiting += not ended
+        if not waiting:
+            if any(batch_id is None for _, batch_id in batches):
+                sleep(interval)  # its creation was refused: not at once again
+            return
+        sleep(interval)
+
+
+def wait_for_batches(settings: Settings, *, say: Callable[[str], None]) -> int:
+    """``wait`` for the store's open batches with the settings' backend; how many there
+    were (0: nothing to wait for)."""
+    con = open_store(settings.db, read_only=True)
+    try:
+        batches = open_batches(con)
+    finally:
+        con.close()
+    if not batches:
+        return 0
+    backend = OpenAIBatchBackend(settings, rules=load_rules())
+    try:
+        wait(backend, batches, interval=settings.poll_interval_s, say=say)
+    finally:
+        asyncio.run(backend.aclose())
+    return len(batches)
 
 
 def mark_applied(con: duckdb.DuckDBPyConnection) -> None:

@@ -37,6 +37,7 @@ from memkiln.transforms.estimate import (
     CONSOLIDATION_MAX_OUTPUT,
     DEFAULT_CONSOLIDATION_OUTPUT_TOKENS,
     consolidation_input_tokens,
+    consolidation_output_tokens,
     expected_output_tokens,
 )
 from memkiln.transforms.names import project_dirname
@@ -316,7 +317,9 @@ class Consolidation:
         )
 
         def affordable(tokens_in: int) -> bool:
-            cost = backend.cost(tokens_in, out_each) or 0.0
+            # the worst case: every output token the request may ask for
+            most = consolidation_output_tokens(tokens_in, self.settings.context_window)
+            cost = backend.cost(tokens_in, max(out_each, most or 0)) or 0.0
             spent = self.spent_before + summary.cost_usd
             if spent + cost <= budget:
                 return True

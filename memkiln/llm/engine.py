@@ -9,9 +9,18 @@ Prefect task on the flow's task runner, ``memkiln.llm.units``) while the loop se
 already prepared, each request through the dispatch too; each outcome is buffered and
 written in small batches by a worker thread (no more often than every few seconds), and
 readers see the outcomes written so far (``memkiln.io.snapshot``). The store, the claims,
-the budget, the reused outputs and the failures in a row stay with this process: the run
-stops sending when the budget would be passed or when the service fails many requests in a
-row; claimed sessions not sent go back to pending.
+the budget, the pace, the reused outputs and the failures in a row stay with this process:
+
+- the pace (``memkiln.llm.ratelimit.Pace``, one per run, whatever runs the calls) admits
+  each request when the service's rate limits leave room for it; a request the service
+  refused for a rate limit goes again once admitted;
+- the budget is a hard cap: each request's worst case (its input tokens and every output
+  token it may ask for) is reserved before it is sent, and the unused part released when it
+  answers; a request that does not fit waits for those in flight, and the run stops sending
+  when it still does not fit with nothing in flight;
+- the run stops sending when the service fails many requests in a row.
+
+Claimed sessions not sent go back to pending.
 """
 
 from __future__ import annotations
@@ -53,16 +62,18 @@ from memkiln.io.signals import stop_request
 from memkiln.io.snapshot import Publisher
 from memkiln.io.store import cursor as store_cursor
 from memkiln.io.store import now, sql
-from memkiln.io.usage import past_output_mean, record_estimate, record_usage
+from memkiln.io.usage import past_output, record_estimate, record_usage
 from memkiln.llm.backends import Backend, DaemonThreads, Request
 from memkiln.llm.batch import Item as BatchItem
 from memkiln.llm.batch import OpenAIBatchBackend, mark_applied, open_owners, poll, submit
+from memkiln.llm.ratelimit import TRIES_PER_REQUEST, Pace, Seen
 from memkiln.llm.requests import build_requests, read_sessions, request_tokens
 from memkiln.llm.units import Dispatch, Group, Local, Ready, internal_error
 from memkiln.settings import Settings
 from memkiln.transforms.estimate import (
     DEFAULT_STAGE_ONE_OUTPUT_TOKENS,
     Estimate,
+    OutputBasis,
     expected_output_tokens,
 )
 from memkiln.transforms.prompts import STAGE_ONE_PROMPT_VERSION
@@ -147,12 +158,19 @@ class Extraction:
         self.reusable: set[tuple[str, str]] = set()
         self._reusable_by: dict[str, frozenset[str]] | None = None
         self.out_each = DEFAULT_STAGE_ONE_OUTPUT_TOKENS
+        self.past_output: float | None = None
+        self.past_answers = 0
         #: outcomes of the requests this run sent (``failed:rate_limited`` etc.)
         self.outcomes: Counter[str] = Counter()
         # the budget: what this invocation spent before this phase and what this run spent,
         # and the estimated cost of each request in flight
         self.spent = plan.spent_before
+        summary.budget_usd = settings.budget_usd
+        summary.spent_before_usd = plan.spent_before
         self.in_flight: dict[str, float] = {}
+        self._released = asyncio.Event()  # a request in flight ended: its reservation freed
+        #: the run's one controller of its pace against the service's rate limits
+        self.pace = Pace(settings.concurrency)
         # failures of the service (endpoint down, key refused, every request rate-limited,
         # 5xx or timing out) in a row; at the limit the run stops sending and leaves the rest
         # pending, and the sessions of the streak get back the attempts it used
@@ -219,7 +237,10 @@ class Extraction:
         self.reusable = reusable_outputs(
             self.con, prompt_version=STAGE_ONE_PROMPT_VERSION, model=backend.model
         )
-        past = past_output_mean(self.con, phase="extract", model=backend.model)
+        past, self.past_answers = past_output(
+            self.con, phase="extract", model=backend.model, prompt_version=STAGE_ONE_PROMPT_VERSION
+        )
+        self.past_output = past
         self.out_each = expected_output_tokens(
             past, default=DEFAULT_STAGE_ONE_OUTPUT_TOKENS, limit=self.settings.max_output_tokens
         )
@@ -269,6 +290,9 @@ class Extraction:
                         requests += n
                         tokens_in += tokens
                         tokens_out += out
+        estimate.output_basis["extract"] = OutputBasis(
+            self.out_each, self.past_output, self.past_answers, DEFAULT_STAGE_ONE_OUTPUT_TOKENS
+        )
         estimate.add(
             "extract",
             backend.name,
@@ -328,7 +352,8 @@ class Extraction:
                         )
                         now_done.append(Finished(failed, watermarks[rid], attempts[rid]))
                         continue
-                    _, tokens_in, tokens_out = request_tokens(request, self.out_each)
+                    # the worst case: every output token the request may ask for
+                    _, tokens_in, tokens_out = request_tokens(request, self._most_out())
                     priced_as = "openai" if request.parts else backend.name  # chunks: not batched
                     cost = self.plan.prices.cost(priced_as, backend.model, tokens_in, tokens_out)
                     cost = cost or 0.0
@@ -413,7 +438,7 @@ class Extraction:
                     if slots.locked():
                         ahead.next()
                     await slots.acquire()
-                    if summary.stopped or not self._within_budget(request):
+                    if summary.stopped or not await self._reserve(request):
                         slots.release()
                         break
                     one = self._send_one(
@@ -435,25 +460,37 @@ class Extraction:
         summary.outcomes = dict(self.outcomes)
         summary.sessions_failed = self._failed()
 
-    def _within_budget(self, request: Request) -> bool:
-        """Reserve the request's estimated cost, or stop the run when it would pass the
-        budget with what was spent and what is in flight."""
-        budget = self.settings.budget_usd
+    def _most_out(self) -> int:
+        """The output tokens a request may ask for at most."""
+        return max(self.settings.max_output_tokens, self.out_each)
+
+    async def _reserve(self, request: Request) -> bool:
+        """Reserve the request's worst-case cost (its input and every output token it may
+        ask for) within the budget, with what was spent and what is reserved in flight;
+        while it does not fit, wait for the requests in flight to answer (each releases what
+        it did not use). False, and the run stops, when it does not fit with none in flight."""
+        summary, budget = self.summary, self.settings.budget_usd
         if budget is None:
             return True
-        _, tokens_in, tokens_out = request_tokens(request, self.out_each)
+        _, tokens_in, tokens_out = request_tokens(request, self._most_out())
         backend = self.backend
         cost = self.plan.prices.cost(backend.name, backend.model, tokens_in, tokens_out) or 0.0
-        reserved = sum(self.in_flight.values())
-        if self.spent + reserved + cost > budget:
-            self.summary.budget_reached = True
-            self.summary.stopped = (
-                f"budget of ${budget:,.2f} reached: ${self.spent:,.4f} spent so far, "
-                f"${reserved:,.4f} estimated in flight, the next request ~${cost:,.4f}"
-            )
-            return False
-        self.in_flight[request.rollout_id] = cost
-        return True
+        while summary.stopped is None:
+            reserved = math.fsum(self.in_flight.values())
+            if self.spent + reserved + cost <= budget:
+                self.in_flight[request.rollout_id] = cost
+                summary.reserved_usd = max(summary.reserved_usd, reserved + cost)
+                return True
+            if not self.in_flight:
+                summary.budget_reached = True
+                summary.stopped = (
+                    f"budget of ${budget:,.2f} reached: ${self.spent:,.4f} spent, "
+                    f"${budget - self.spent:,.4f} left, the next request ~${cost:,.4f} at most"
+                )
+                return False
+            self._released.clear()
+            await self._released.wait()
+        return False
 
     def _prepare(self, chunk: pl.DataFrame, publisher: Publisher) -> Prepared:
         """Read and claim a chunk's sessions, then have the dispatch render their requests
@@ -504,7 +541,7 @@ class Extraction:
         try:
             result = ready.outcome
             if result is None:
-                result = await self.dispatch.call(request)
+                result = await self._call(request)
         except BaseException as exc:
             # a cancellation is the run's own unwinding (asyncio.run ending), not a stop
             stop = None if isinstance(exc, asyncio.CancelledError) else stop_in(exc)
@@ -519,6 +556,7 @@ class Extraction:
             self.in_flight.pop(request.rollout_id, None)
             slots.release()
         self.spent += result.cost_usd or 0.0
+        self._released.set()
         summary.requests += result.requests
         if result.sent and result.reason in RETRY_NOW_REASONS:
             self.streak.append(result.rollout_id)
@@ -533,6 +571,26 @@ class Extraction:
         self.buffer.append(Finished(result, watermark, attempt))
         advance(1)
         await self._flush(writer, publisher)
+
+    async def _call(self, request: Request) -> Outcome:
+        """Send ``request`` through the dispatch once the run's pace admits it (counted for
+        its input and every output token it may ask for, as the service counts it); refused
+        for a rate limit, it goes again once admitted, unless the run stops or the service
+        keeps refusing (then its outcome is ``rate_limited``)."""
+        requests, tokens_in, tokens_out = request_tokens(request, self.settings.max_output_tokens)
+        tries = 0
+        while True:
+            ticket = await self.pace.admit(tokens_in + tokens_out, requests)
+            tries += 1
+            try:
+                result = await self.dispatch.call(request)
+            except BaseException:
+                self.pace.settle(ticket, None)
+                raise
+            again = self.pace.settle(ticket, Seen.from_wire(result.limits))
+            if not again or tries >= TRIES_PER_REQUEST or self.summary.stopped is not None:
+                return result
+            self.summary.rate_limited += 1
 
     async def _flush(
         self, writer: asyncio.Lock, publisher: Publisher, *, force: bool = False

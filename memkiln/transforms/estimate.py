@@ -5,6 +5,7 @@ tokenizer and budget of the real requests (``memkiln.transforms.tokens``)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from memkiln.transforms.prompts import ConsolidationInput, StageOneInput
 from memkiln.transforms.report import Row, Section
@@ -41,6 +42,25 @@ def expected_output_tokens(past_mean: float | None, *, default: int, limit: int)
     return max(1, min(guess, limit))
 
 
+class OutputBasis(NamedTuple):
+    """Where a phase's expected output tokens per request come from: the figure used, the
+    mean of the model's earlier answers (None: there were none) and how many, and the stated
+    default used without them."""
+
+    per_request: int
+    past_mean: float | None
+    answers: int
+    default: int
+
+    def shown(self) -> str:
+        if self.past_mean is None:
+            return f"{self.per_request:,} (the default: no earlier answer of this model)"
+        return (
+            f"{self.per_request:,} (mean of {self.answers:,} earlier requests: "
+            f"{self.past_mean:,.0f}; the default {self.default:,})"
+        )
+
+
 @dataclass
 class Estimate:
     """What a dry run found and would spend, per model (``usage``: (phase, backend, model)
@@ -52,6 +72,8 @@ class Estimate:
     sessions_to_do: int = 0
     projects_to_do: int = 0
     usage: dict[tuple[str, str, str], list[float | None]] = field(default_factory=dict)
+    #: per phase, where the expected output tokens per request come from
+    output_basis: dict[str, OutputBasis] = field(default_factory=dict)
 
     def add(
         self,
@@ -107,6 +129,9 @@ class Estimate:
                 }
                 for (phase, backend, model), row in sorted(self.usage.items())
             ],
+            "output_tokens_per_request": {
+                phase: basis._asdict() for phase, basis in sorted(self.output_basis.items())
+            },
         }
 
 
@@ -133,6 +158,8 @@ def estimate_section(estimate: Estimate) -> Section:
             ("  output tokens (estimate)", f"{int(tokens_out or 0):,}"),
             ("  cost USD (estimate)", format_cost(cost)),
         ]
+        if phase in estimate.output_basis:
+            rows.append(("  output tokens per request", estimate.output_basis[phase].shown()))
     rows += [
         ("input tokens, total", f"{estimate.input_tokens:,}"),
         ("output tokens, total", f"{estimate.output_tokens:,}"),

@@ -75,6 +75,13 @@ class ExtractSummary:
     chunk_requests: int = 0
     merge_requests: int = 0
     chunks_cut: int = 0
+    #: requests the service refused for a rate limit (each went again once admitted)
+    rate_limited: int = 0
+    #: the hard budget (None: none), what earlier phases of the invocation spent, and the
+    #: most this run held reserved at once for requests in flight (their worst case)
+    budget_usd: float | None = None
+    spent_before_usd: float = 0.0
+    reserved_usd: float = 0.0
 
     def counters(self) -> dict[str, float | None]:
         """The ``runs`` table's counters of this run."""
@@ -159,6 +166,8 @@ def extract_section(s: ExtractSummary) -> Section:
     rows.append(("sessions done", sum(s.outcomes.values())))
     rows += [(f"  {outcome}", n) for outcome, n in sorted(s.outcomes.items())]
     rows.append(("model requests", s.requests))
+    if s.rate_limited:
+        rows.append(("  refused for a rate limit, sent again", s.rate_limited))
     if s.batched or s.batches_open:  # openai-batch
         rows += [("  sent in a batch", s.batched), ("batches still running", s.batches_open)]
     if s.sessions_chunked or s.chunks_cut:  # sessions over the budget
@@ -171,6 +180,14 @@ def extract_section(s: ExtractSummary) -> Section:
     rows += [("tokens in", s.input_tokens), ("tokens out", s.output_tokens)]
     cost = format_cost(s.cost_usd if s.price_known else None)
     shown = [(what, _fmt(v)) for what, v in rows] + [("cost (USD)", cost)]
+    if s.budget_usd is not None:
+        spent = s.spent_before_usd + s.cost_usd
+        shown += [
+            ("budget (USD)", format_cost(s.budget_usd)),
+            ("  spent (with earlier phases)", format_cost(spent)),
+            ("  reserved in flight, at most", format_cost(s.reserved_usd)),
+            ("  left", format_cost(s.budget_usd - spent)),
+        ]
     return ("memkiln extract", shown)
 
 

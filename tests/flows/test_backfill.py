@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 from datetime import UTC, date, datetime
 from pathlib import Path
 
@@ -199,6 +200,41 @@ def test_a_dry_run_sends_nothing_and_its_input_estimate_is_what_the_server_then_
     assert usage == [("actual", "extract", 12), ("estimate", "extract", 12)]
 
 
+def test_the_dry_run_expects_the_output_of_past_answers_and_shows_the_default_beside_it(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    fake_openai.token_counter = count_tokens
+    make_archive(tmp_path / "archive", 8)
+    s = settings(tmp_path, fake_openai, backfill=True)
+    first = backfill_job(s.model_copy(update={"dry_run": True}))
+    assert first.estimate is not None
+    assert first.estimate.output_basis["extract"].past_mean is None  # the default, said so
+    assert "the default" in first.estimate.output_basis["extract"].shown()
+    done = run_job(s)
+    # eight more sessions: the dry run expects what the eight answers used, per request
+    make_archive(tmp_path / "more", 8, start=datetime(2026, 11, 1, 9, 0, tzinfo=UTC))
+    for path in (tmp_path / "more").rglob("*.jsonl"):
+        shutil.move(path, tmp_path / "archive" / path.name)
+    shown = memkiln(
+        "backfill", "--archive", str(tmp_path / "archive"), "--db", str(s.db), "--backend",
+        "openai", "--base-url", fake_openai.base_url, "--model", "fake-model",
+        "--min-idle-hours", "0", "--no-progress", "--no-prefect", "--dry-run", "--json",
+        env={"MEMKILN_PRICES": json.dumps(PRICES)},
+    )  # fmt: skip
+    assert shown.returncode == 0, shown.stderr
+    basis = json.loads(shown.stdout)["output_tokens_per_request"]
+    mean = done.extract.output_tokens / done.extract.requests
+    assert basis["extract"]["answers"] == 8 and basis["extract"]["default"] == 700
+    assert basis["extract"]["past_mean"] == pytest.approx(mean)
+    assert basis["extract"]["per_request"] == round(mean)
+    assert basis["consolidate"]["answers"] == 1  # phase 2's one request
+    later = run_job(s)
+    estimated = json.loads(shown.stdout)["per_model"][1]
+    assert estimated["phase"] == "extract"
+    spent = later.extract.output_tokens
+    assert abs(estimated["output_tokens"] - spent) <= 0.25 * spent
+
+
 def test_a_budget_of_half_the_estimate_stops_then_the_next_run_finishes(
     tmp_path: Path, fake_openai: FakeOpenAI
 ) -> None:
@@ -212,12 +248,58 @@ def test_a_budget_of_half_the_estimate_stops_then_the_next_run_finishes(
     assert first.extract.budget_reached
     assert "budget" in (first.extract.stopped or "")
     spent = first.extract.cost_usd + first.consolidate.cost_usd
-    one_request = estimate.cost_usd / estimate.usage[("extract", "openai", "fake-model")][0]  # type: ignore[operator]
-    assert spent <= budget + 2 * one_request  # the budget, plus what was in flight
+    assert spent <= budget  # a hard cap: what was in flight was reserved at its worst
     assert first.extract.taken > 0 and done_sessions(s.db) < 20
     second = run_job(s)
     assert done_sessions(s.db) == 20
     assert second.extract.outcomes == {"succeeded": 20 - done_before(first)}
+
+
+class Gate:
+    """Holds every answer until ``n`` requests are in flight together (or, when fewer come,
+    until ``patience`` seconds passed with nothing more arriving): a run that sends
+    requests without counting those in flight sends ``n`` before any answer comes."""
+
+    def __init__(self, n: int, patience: float = 1.0) -> None:
+        self.n, self.patience = n, patience
+        self.cond = threading.Condition()
+        self.generation = self.waiting = self.most = 0
+
+    def __call__(self, body: dict) -> None:  # type: ignore[type-arg]
+        with self.cond:
+            generation = self.generation
+            self.waiting += 1
+            self.most = max(self.most, self.waiting)
+            if self.waiting < self.n:
+                self.cond.wait_for(lambda: self.generation != generation, self.patience)
+            if self.generation == generation:  # the last to come, or nothing more came
+                self.generation += 1
+                self.waiting = 0
+                self.cond.notify_all()
+
+
+def test_with_answers_held_until_every_slot_is_in_flight_the_spend_never_passes_the_budget(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    # the answers wait until 8 requests are in flight: a run that does not count what is in
+    # flight against the budget sends 8 before any is paid for; the answers (454-489 output
+    # tokens) come close to the most a request may ask for, so that 8 of them pass the budget
+    make_archive(tmp_path / "archive", 16)
+    fake_openai.token_counter = count_tokens
+    s = settings(tmp_path, fake_openai, backfill=True, concurrency=8, max_output_tokens=500)
+    ingest_archive(s)
+    estimate = extract_store(s.model_copy(update={"dry_run": True})).estimate
+    assert estimate is not None and estimate.cost_usd
+    budget = estimate.cost_usd / 2
+    gate = Gate(8)
+    fake_openai.route(gate)
+    first = extract_store(s.model_copy(update={"budget_usd": budget}))
+    assert first.budget_reached and first.cost_usd <= budget
+    assert 0 < first.outcomes["succeeded"] < 16
+    assert first.reserved_usd <= budget
+    # the next run without a budget finishes the rest
+    second = extract_store(s)
+    assert second.outcomes == {"succeeded": 16 - first.outcomes["succeeded"]}
 
 
 def done_before(summary: object) -> int:

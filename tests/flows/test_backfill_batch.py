@@ -12,7 +12,9 @@ import pytest
 import memkiln.llm.engine as engine
 from memkiln.flows.backfill import backfill_job
 from memkiln.settings import Settings
-from tests.fake_openai import FakeOpenAI, Reply
+from tests.builders import make_archive, uid
+from tests.fake_openai import FakeOpenAI, Reply, last_user_text
+from tests.flows.test_backfill import memkiln
 
 
 def rows(db: Path, query: str) -> list[tuple[object, ...]]:
@@ -119,3 +121,34 @@ def test_a_batch_the_api_refuses_to_create_is_created_by_a_later_run(
     assert rows(s.db, "select status from stage1_batches") == [("applied",)]
     jobs = dict(rows(s.db, "select status, count(*) from stage1_jobs group by all"))
     assert jobs == {"succeeded": 6}
+
+
+def test_backfill_wait_submits_polls_and_applies_in_one_command_one_failure_failing_alone(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    make_archive(tmp_path / "archive", 5)
+    fake_openai.batch_polls_in_progress = 3  # three polls see it in_progress
+
+    def route(body: dict) -> Reply | None:  # session 2's request fails in the batch
+        return Reply(kind="status", status=400) if uid(2) in last_user_text(body) else None
+
+    fake_openai.route(route)
+    done = memkiln(
+        "backfill", "--archive", str(tmp_path / "archive"), "--db", str(tmp_path / "m.duckdb"),
+        "--out", str(tmp_path / "memories"), "--backend", "openai-batch", "--base-url",
+        fake_openai.base_url, "--model", "gpt-4.1-mini", "--min-idle-hours", "0",
+        "--no-progress", "--no-prefect", "--wait", "--poll-interval", "0.05",
+    )  # fmt: skip
+    assert done.returncode == 1, done.stdout + done.stderr  # one session failed
+    # one line per status of the batch, as it went
+    lines = [line for line in done.stderr.splitlines() if line.startswith("batch ")]
+    assert [line.split(": ")[1].split(",")[0] for line in lines] == [
+        "in_progress", "completed"
+    ], done.stderr  # fmt: skip
+    assert len(fake_openai.batches) == 1
+    assert "4 of 5 answered, 1 failed" in lines[-1]
+    jobs = dict(rows(tmp_path / "m.duckdb", "select rollout_id, status || coalesce(':' || last_reason, '') from stage1_jobs"))  # fmt: skip
+    assert jobs == {uid(n): "failed:bad_request" if n == 2 else "succeeded" for n in range(5)}
+    assert rows(tmp_path / "m.duckdb", "select status from stage1_batches") == [("applied",)]
+    assert (tmp_path / "memories" / "INDEX.md").is_file()
+    assert "failed:bad_request" in done.stdout

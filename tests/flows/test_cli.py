@@ -263,6 +263,8 @@ FOUR_SOURCES: dict[str, tuple[Any, Any, Any]] = {
     "budget_usd": (1.5, 2.5, 3.5),
     "publish": (["codex"], ["claude", "omp"], ["omp"]),
     "codex_alongside": (True, False, True),
+    "wait": (True, False, True),
+    "poll_interval": (5.0, 10.0, 15.0),
 }
 
 

@@ -19,6 +19,7 @@ from memkiln.flows.extract import extract_store
 from memkiln.flows.ingest import ingest_archive
 from memkiln.io.jobs import claim_many, release_orphans
 from memkiln.io.store import fetch_pl, open_store
+from memkiln.llm.ratelimit import TRIES_PER_REQUEST
 from memkiln.settings import Settings
 from memkiln.transforms.prompts import STAGE_ONE_PROMPT_VERSION
 from memkiln.transforms.summaries import ExtractSummary
@@ -163,11 +164,13 @@ def test_every_bad_answer_ends_in_its_documented_outcome_and_the_run_goes_on(
         rows(s.db, "select rollout_id, coalesce(last_reason, status) from stage1_jobs")
     )
     assert per_rollout[uid(5)] == "rate_limited" and per_rollout[uid(8)] == "bad_request"
-    # 429 and 500 were retried once, honouring Retry-After; a 400 never is
+    # a 500 was retried once by the client; a 429 went again after its Retry-After each time
+    # the run's pace admitted it, until the request's tries were used; a 400 never is
     hits = {
         n: sum(uid(n) in last_user_text(r["body"]) for r in fake_openai.requests) for n in kinds
     }
-    assert hits[5] == 2 and hits[6] == 2 and hits[8] == 1
+    assert hits[5] == TRIES_PER_REQUEST and hits[6] == 2 and hits[8] == 1
+    assert summary.rate_limited == TRIES_PER_REQUEST - 1
     # the model's secret never reaches the store
     memory = rows(s.db, f"select raw_memory from stage1_outputs where rollout_id = '{uid(9)}'")[0][
         0

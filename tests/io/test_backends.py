@@ -7,6 +7,7 @@ import json
 import threading
 from pathlib import Path
 
+import httpx2
 import polars as pl
 import pytest
 from pydantic import ValidationError
@@ -166,8 +167,8 @@ def test_a_reply_that_is_no_response_at_all_fails_as_invalid_json(
 ) -> None:
     backend = backend_for(fake_openai, tmp_path)
 
-    def proxy_page(*args: object, **kwargs: object) -> bytes:
-        return b"<html>upstream busy</html>"
+    def proxy_page(*args: object, **kwargs: object) -> httpx2.Response:
+        return httpx2.Response(200, content=b"<html>upstream busy</html>")
 
     monkeypatch.setattr(backend.client, "post", proxy_page)
     outcome = extract_one(backend)

@@ -1,0 +1,221 @@
+"""Extraction at the service's rate limit: the run's one controller (``memkiln.llm.ratelimit``)
+reads the limits every answer states, keeps what it sends under them, pauses the whole run
+on a 429 and sends the refused request again, in this process and over the wire (as Dask
+runs the calls). The controller's decisions are checked on a clock of its own; the runs
+against the local server's rate-limited mode."""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from pathlib import Path
+
+import duckdb
+import pytest
+
+from memkiln.flows.extract import extract_store
+from memkiln.flows.ingest import ingest_archive
+from memkiln.io.rules import load_rules
+from memkiln.llm.ratelimit import (
+    GIVE_UP_AFTER,
+    Pace,
+    Seen,
+    duration,
+    seen_in,
+)
+from memkiln.llm.requests import build_requests, request_tokens
+from memkiln.settings import Settings
+from memkiln.transforms.tokens import count_tokens
+from tests.builders import make_archive
+from tests.fake_openai import FakeOpenAI, Reply
+from tests.flows.test_extract_tasks import Wire
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def limits(tokens: int, remaining: int, reset: str, **kw: object) -> Seen:
+    headers = {
+        "x-ratelimit-limit-tokens": str(tokens),
+        "x-ratelimit-remaining-tokens": str(remaining),
+        "x-ratelimit-reset-tokens": reset,
+    }
+    return seen_in(headers, **kw)  # type: ignore[arg-type]
+
+
+def test_reset_times_are_read_as_providers_write_them() -> None:
+    assert duration("6m0s") == 360
+    assert duration("1.5s") == 1.5
+    assert duration("20ms") == pytest.approx(0.02)
+    assert duration("1h2m3s") == 3723
+    assert duration("12") == 12
+    assert duration("soon") is None and duration("5s later") is None and duration(None) is None
+
+
+def test_the_first_request_goes_alone_then_the_window_the_headers_state_is_kept() -> None:
+    async def scenario() -> None:
+        clock = Clock()
+        pace = Pace(16, clock=clock)
+        first = await pace.admit(1_000)
+        assert pace.wait(clock.now, 1_000) == math.inf  # alone until its answer
+        # the service allows 3,000 tokens per 10 s; the first request used 1,000
+        clock.now += 1
+        assert pace.settle(first, limits(3_000, 2_000, "10s")) is False
+        assert (pace.window, pace.limit_tokens, pace.allowed) == (10.0, 3_000, 16)
+        second = await pace.admit(1_000)
+        third = await pace.admit(1_000)
+        # full: the next fits once the first request leaves the window (sent at 100)
+        wait = pace.wait(clock.now, 1_000)
+        assert 10 - 1 < wait <= 10 - 1 + 0.1
+        clock.now = first.sent + 10 + 0.1
+        assert pace.wait(clock.now, 1_000) == 0
+        # a request larger than what two leaving would free waits for both
+        assert pace.wait(clock.now, 2_500) == pytest.approx(second.sent + 10.05 - clock.now)
+        assert third.tokens == 1_000
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
+
+
+def test_a_429_pauses_every_request_for_the_time_asked_and_halves_those_in_flight() -> None:
+    async def scenario() -> None:
+        clock = Clock()
+        pace = Pace(8, clock=clock)
+        pace.settle(await pace.admit(10), None)  # no limits stated: up to the ceiling
+        assert pace.allowed == 8
+        tickets = [await pace.admit(10) for _ in range(8)]
+        assert pace.wait(clock.now, 10) == math.inf  # the ceiling
+        refused = seen_in({"retry-after-ms": "2500"}, limited=True, retry_after=2.5)
+        assert pace.settle(tickets[0], refused) is True  # goes again
+        assert pace.allowed == 4 and pace.rate_limited == 1
+        assert pace.wait(clock.now, 10) == pytest.approx(2.5)  # every request waits
+        for ticket in tickets[1:]:
+            pace.settle(ticket, None)
+        clock.now += 2.5
+        assert pace.wait(clock.now, 10) == 0
+        # the quota spent: no wait makes it succeed
+        spent = seen_in({}, limited=True, retry_after=None, retry=False)
+        assert pace.settle(await pace.admit(10), spent) is False
+        clock.now += 1  # the pause a 429 without a time asks for
+        # a request larger than the stated limit fails at once
+        too_big = limits(100, 100, "1s", limited=True, retry_after=1.0)
+        assert pace.settle(await pace.admit(500), too_big) is False
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
+
+
+def test_a_429_the_log_did_not_foresee_keeps_requests_longer_in_it() -> None:
+    # the requests reach the service later than they were admitted (a loaded machine, a
+    # Dask worker's queue): the service still counts one the log let go
+    async def scenario() -> None:
+        clock = Clock()
+        pace = Pace(4, clock=clock)
+        first = await pace.admit(1_000)
+        pace.settle(first, limits(2_000, 1_000, "10s"))
+        assert pace.margin() == pytest.approx(0.05)
+        await pace.admit(1_000)
+        clock.now = first.sent + 10.06  # gone from the log: room for one more
+        late = await pace.admit(1_000)
+        refused = limits(2_000, 0, "9.9s", limited=True, retry_after=0.4)
+        assert pace.settle(late, refused) is True
+        assert pace.margin() == pytest.approx(0.45)
+        clock.now += 0.4  # the pause
+        for _ in range(10):  # every answer after takes a hundredth off
+            pace.settle(await pace.admit(0), None)
+        assert pace.margin() == pytest.approx(0.05 + 0.4 * 0.99**10)
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
+
+
+def test_many_429s_in_a_row_end_the_resending() -> None:
+    async def scenario() -> None:
+        clock = Clock()
+        pace = Pace(2, clock=clock)
+        refused = seen_in({}, limited=True, retry_after=0.0)
+        again = []
+        for _ in range(GIVE_UP_AFTER):
+            again.append(pace.settle(await pace.admit(1), refused))
+        assert again[:-1] == [True] * (GIVE_UP_AFTER - 1) and again[-1] is False
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
+
+
+def test_others_use_of_the_limit_counts_until_it_leaves_the_window() -> None:
+    async def scenario() -> None:
+        clock = Clock()
+        pace = Pace(4, clock=clock)
+        first = await pace.admit(1_000)
+        # the service counted 4,000 of 5,000: 3,000 of them are not this run's
+        pace.settle(first, limits(5_000, 1_000, "10s"))
+        assert pace.wait(clock.now, 1_000) == 0
+        await pace.admit(1_000)
+        assert pace.wait(clock.now, 1_000) > 0
+        clock.now = first.sent + 10.1
+        assert pace.wait(clock.now, 1_000) == 0
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
+
+
+def settings(tmp_path: Path, fake: FakeOpenAI, **kw: object) -> Settings:
+    base: dict[str, object] = {
+        "archive": tmp_path / "archive",
+        "db": tmp_path / "m.duckdb",
+        "backfill": True,
+        "min_rollout_idle_hours": 0,
+        "progress": False,
+        "backend": "openai",
+        "base_url": fake.base_url,
+        "model": "fake-model",
+        "max_retries": 0,
+        "request_timeout_s": 30,
+        "concurrency": 16,
+    }
+    return Settings(**(base | kw))  # type: ignore[arg-type]
+
+
+def run_tokens(s: Settings) -> int:
+    """Every request's tokens as the server counts them (input and the most output)."""
+    with duckdb.connect(str(s.db)) as con:
+        todo = con.sql("select rollout_id, updated_at from rollouts").pl()
+        built = build_requests(con, todo, settings=s, rules=load_rules(), chunked=True)
+    return sum(sum(request_tokens(r, s.max_output_tokens)[1:]) for r in built)
+
+
+@pytest.mark.parametrize("over_the_wire", [False, True])
+def test_a_run_far_over_the_limit_completes_every_session_without_a_burst_of_429s(
+    tmp_path: Path, fake_openai: FakeOpenAI, over_the_wire: bool
+) -> None:
+    # 12 sessions, the server admitting a quarter of the run's tokens per 2 s window, 16
+    # allowed in flight: sent at once, 9 of the first 12 requests would be refused
+    make_archive(tmp_path / "archive", 12)
+    s = settings(tmp_path, fake_openai)
+    ingest_archive(s)
+    fake_openai.token_counter = count_tokens
+    fake_openai.latency = 0.2
+    window = fake_openai.limit(tokens=run_tokens(s) // 4, window=2.0)
+    summary = extract_store(s, dispatch=Wire(s) if over_the_wire else None)
+    assert summary.outcomes == {"succeeded": 12} and summary.sessions_failed == 0
+    received = fake_openai.count("/chat/completions")
+    assert len(window.log) == 12 and received == 12 + window.refused
+    # every refused request went again; a few at most (a request sent as its window ends
+    # may reach the server a moment before the window has room), never a burst
+    assert summary.rate_limited == window.refused < 12 // 4
+    if over_the_wire:  # the calls' answers carried the limits back to the run's controller
+        assert summary.requests == 12
+
+
+def test_a_429_pauses_the_run_and_the_refused_request_goes_again_until_it_succeeds(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    make_archive(tmp_path / "archive", 4)
+    s = settings(tmp_path, fake_openai, concurrency=2)
+    ingest_archive(s)
+    # the service refuses three requests with a Retry-After, then answers every one
+    fake_openai.script(*[Reply("status", status=429, retry_after=0.05)] * 3)
+    summary = extract_store(s)
+    assert summary.outcomes == {"succeeded": 4}
+    assert summary.rate_limited == 3 and fake_openai.count("/chat/completions") == 7
