@@ -91,8 +91,8 @@ CLI_OPTIONS: dict[str, tuple[str, str]] = {
     "budget_usd": ("budget_usd", "--budget-usd"),
     "publish": ("publish", "--publish"),
     "codex_alongside": ("codex_alongside", "--codex-alongside/--no-codex-alongside"),
-    "wait": ("wait_for_batches", "--wait/--no-wait"),
-    "poll_interval": ("poll_interval_s", "--poll-interval"),
+    "wait": ("wait", "--wait/--no-wait"),
+    "poll_interval": ("poll_interval_s", "--poll-interval-s"),
 }
 #: Options still accepted under a former name and unit, not shown in help.
 OLD_OPTIONS: dict[str, tuple[str, str]] = {"batch_mb": ("batch_bytes", "--batch-mb")}
@@ -193,7 +193,7 @@ AlongsideOpt = Annotated[
     bool | None, _option("codex_alongside", "--codex-alongside/--no-codex-alongside")
 ]
 WaitOpt = Annotated[bool | None, _option("wait", "--wait/--no-wait")]
-PollOpt = Annotated[float | None, _option("poll_interval", "--poll-interval")]
+PollOpt = Annotated[float | None, _option("poll_interval", "--poll-interval-s", "--poll-interval")]
 JsonOpt = Annotated[
     bool,
     typer.Option(

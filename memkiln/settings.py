@@ -183,7 +183,7 @@ class Options(BaseModel):
         "worst case is reserved before it is sent; once the next one does not fit, the run "
         "stops sending and the next run goes on.",
     )
-    wait_for_batches: bool = Field(
+    wait: bool = Field(
         False,
         description="openai-batch: submit, then poll and apply every batch until all have "
         "ended, in one command.",

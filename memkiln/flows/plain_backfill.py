@@ -97,7 +97,7 @@ def wait_then_again(settings: Options, batch: ExtractSummary) -> bool:
     """With ``--wait`` (openai-batch), wait for the batches still running to end; True when
     there were some (the next batch's run applies them and goes on)."""
     running = batch.batched or batch.batches_open  # submitted now, or still open before
-    if not (settings.wait_for_batches and running) or settings.dry_run:
+    if not (settings.wait and running) or settings.dry_run:
         return False
     return wait_for_batches(Settings.from_options(settings), say=_say) > 0
 
