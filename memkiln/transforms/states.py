@@ -154,3 +154,7 @@ class QuarantineReason(StrEnum):
     UNREADABLE_FILE = "unreadable_file"
     UNRECOGNIZED_FORMAT = "unrecognized_format"
     DUPLICATE_ROLLOUT = "duplicate_rollout"
+    LINE_TOO_LONG = "line_too_long"
+    FILE_TOO_LARGE = "file_too_large"
+    NO_SESSION = "no_session"
+    BAD_TIMESTAMP = "bad_timestamp"
