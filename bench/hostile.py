@@ -97,7 +97,8 @@ def write_archive(archive: Path, *, small: bool) -> dict[str, list[str]]:
     weird.mkdir(parents=True, exist_ok=True)
     at = start + timedelta(days=2)
     body = "".join(json.dumps(x) + "\n" for x in session_lines(n, at)).encode()
-    with open(os.path.join(os.fsencode(weird), b"caf\xe9-" + uid(n).encode() + b".jsonl"), "wb") as fh:
+    name = b"caf\xe9-" + uid(n).encode() + b".jsonl"
+    with open(os.path.join(os.fsencode(weird), name), "wb") as fh:
         fh.write(body)
     kinds["bad"].append("file name caf\\xe9")
     n += 1
@@ -122,8 +123,10 @@ def write_archive(archive: Path, *, small: bool) -> dict[str, list[str]]:
     at = start + timedelta(days=3)
     lines = session_lines(n, at)
     with open(write_rollout(archive, uid(n), lines, at), "ab") as fh:
-        fh.write(b'{"timestamp":"2026-10-04T09:00:00Z","type":"response_item","payload":'
-                 b'{"type":"message","role":"user","content":[{"type":"input_text","text":"')
+        fh.write(
+            b'{"timestamp":"2026-10-04T09:00:00Z","type":"response_item","payload":'
+            b'{"type":"message","role":"user","content":[{"type":"input_text","text":"'
+        )
         fh.write(b"y" * long_line)
         fh.write(b'"}]}}\n')
         fh.write((json.dumps(lines[-1]) + "\n").encode())
@@ -195,8 +198,10 @@ def main() -> int:
         out_lines = [ln for ln in (result["stdout"] + result["stderr"]).splitlines() if ln]  # type: ignore[operator]
         print("\n".join(out_lines))
         print()
-        print("| archive | prefect | exit | lines printed | traceback | projects with memories "
-              "| time (s) | peak RSS (GB) |")
+        print(
+            "| archive | prefect | exit | lines printed | traceback | projects with memories "
+            "| time (s) | peak RSS (GB) |"
+        )
         print("|---|---|---|---|---|---|---|---|")
         print(
             f"| {'small' if args.small else 'full'} | {args.prefect} | {result['exit']} "

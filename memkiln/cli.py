@@ -262,6 +262,24 @@ def _check_archive(settings: Settings) -> Path:
     return check_archive(settings.archive)
 
 
+#: Lines of what an ingest set aside shown after its summary (the rest are counted).
+SET_ASIDE_SHOWN = 20
+
+
+def _print_set_aside(summary: IngestSummary) -> None:
+    """One line per file and reason of what the ingest quarantined."""
+    console = Console(soft_wrap=True)
+    for line in summary.set_aside[:SET_ASIDE_SHOWN]:
+        console.print(f"set aside: {line}", markup=False, highlight=False)
+    if len(summary.set_aside) > SET_ASIDE_SHOWN:
+        console.print(
+            f"set aside: {len(summary.set_aside) - SET_ASIDE_SHOWN} more "
+            "(view v_quarantine_by_reason)",
+            markup=False,
+            highlight=False,
+        )
+
+
 def _print(sections: Sequence[Section], notes: Sequence[str] = (), caption: str = "") -> None:
     console = Console()
     for title, rows in sections:
@@ -309,6 +327,7 @@ def ingest(
 
     summary = _hold(settings, create=True, work=work)
     _print([ingest_section(summary)], caption=f"run {summary.run_id[:12]}")
+    _print_set_aside(summary)
     if summary.quarantined:
         Console().print(
             f"quarantined lines are in the 'quarantine' table of {settings.db} "
@@ -447,6 +466,7 @@ def run(
         notes(extract=summary.extract, consolidate=summary.consolidate),
         f"run {summary.run_id[:12]}",
     )
+    _print_set_aside(summary.ingest)
     Console().print(f"memory files: {settings.out}/INDEX.md", highlight=False, markup=False)
     return run_exit_code(extract=summary.extract, consolidate=summary.consolidate)
 

@@ -129,6 +129,7 @@ def _ingest(
             summary.rollouts += result.rollouts
             summary.items += result.items
             summary.quarantined += result.quarantined
+            summary.set_aside.extend(result.set_aside)
             summary.files_failed += result.failed_files
             statuses.update(result.statuses)
             hits.update(result.hits)

@@ -63,6 +63,7 @@ from memkiln.transforms.settle import (
     FAILED_STATUSES,
     file_statuses,
     number_items,
+    set_aside,
     settle_duplicates,
     settle_times,
     with_unrecognized,
@@ -103,6 +104,8 @@ class BatchResult:
     quarantined: int = 0
     failed_files: int = 0
     hits: dict[str, int] = field(default_factory=dict)
+    #: one line per file and reason of what this batch quarantined (``settle.set_aside``)
+    set_aside: list[str] = field(default_factory=list)
     statuses: dict[str, int] = field(default_factory=dict)
 
 
@@ -433,6 +436,7 @@ def write_batch(
     result.rollouts = rollouts.height
     result.items = items.height
     result.quarantined = quarantine.height
+    result.set_aside = set_aside(quarantine)
     result.statuses = statuses
     result.failed_files = failed
     return result

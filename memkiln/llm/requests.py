@@ -94,7 +94,8 @@ def stage_one_input_for_file(
     del lines
     if norm.rollouts.is_empty():
         raise InputError(
-            f"{shown_path(str(path))} holds no Codex, Claude Code or Pi session that memkiln recognizes"
+            f"{shown_path(str(path))} holds no Codex, Claude Code or Pi session that memkiln "
+            "recognizes"
         )
     # what ingest quarantines (``bad_timestamp``) is never extracted: said in one line
     _, said, timeless = settle_times(norm.rollouts, norm.quarantine.clear(), now=datetime.now(UTC))

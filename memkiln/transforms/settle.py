@@ -211,3 +211,45 @@ def with_unrecognized(quarantine: pl.DataFrame, files: pl.DataFrame) -> pl.DataF
             how="vertical_relaxed",
         )
     return quarantine.join(files.select("file_id", "path"), on="file_id", how="left")
+
+
+def set_aside(quarantine: pl.DataFrame) -> list[str]:
+    """One line per file and reason of what was quarantined (``path, line_no, reason,
+    detail``), for the person who runs the job: ``<path> line <n>: <reason> (<detail>)``,
+    or ``<path>: <reason>, <n> lines from line <first>`` for several."""
+    if quarantine.is_empty():
+        return []
+    grouped = quarantine.group_by("path", "reason", maintain_order=True).agg(
+        n=pl.len(),
+        first=pl.col("line_no").min(),
+        detail=pl.col("detail").drop_nulls().first(),
+    )
+    where = pl.when(pl.col("first").is_not_null() & (pl.col("n") == 1)).then(
+        pl.format(" line {}", pl.col("first"))
+    )
+    many = pl.when(pl.col("n") > 1).then(
+        pl.format(
+            ", {} entries{}",
+            pl.col("n"),
+            pl.when(pl.col("first").is_not_null())
+            .then(pl.format(" from line {}", pl.col("first")))
+            .otherwise(pl.lit("")),
+        )
+    )
+    detail = pl.when(pl.col("detail").is_not_null()).then(pl.format(" ({})", pl.col("detail")))
+    return (
+        grouped.select(
+            pl.concat_str(
+                [
+                    pl.col("path").fill_null("?"),
+                    where.fill_null(""),
+                    pl.lit(": "),
+                    pl.col("reason"),
+                    many.fill_null(""),
+                    detail.fill_null(""),
+                ]
+            )
+        )
+        .to_series()
+        .to_list()
+    )
