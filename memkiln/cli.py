@@ -681,12 +681,32 @@ def serve(
     except ValueError as exc:
         raise ConfigError(f"invalid --cron {cron!r}: {str(exc).splitlines()[0]}") from None
     _prefect_environment()
+    _check_prefect_server(os.environ["PREFECT_API_URL"])
     from memkiln.flows.run import run_flow
     from memkiln.flows.serving import forkserver_flow_runs
 
     forkserver_flow_runs()
     served = _on_runner(run_flow, settings)  # the configured task runner, as 'run' does
     served.serve(name=name, cron=cron, parameters=parameters, pause_on_shutdown=False)
+
+
+def _check_prefect_server(url: str) -> None:
+    """The Prefect server ``serve`` registers with answers its health check (Prefect's own
+    client), else one line: a configuration error, not a traceback."""
+    from prefect.client.orchestration import get_client
+
+    from memkiln.io.rules import load_rules
+    from memkiln.transforms.redact import redact_text
+
+    with get_client(sync_client=True) as client:
+        problem = client.api_healthcheck()
+    if problem is not None:
+        why = (str(problem).splitlines() or [""])[0]
+        raise ConfigError(
+            f"the Prefect server at PREFECT_API_URL={redact_text(url, rules=load_rules())} "
+            f"cannot be reached ({type(problem).__name__}: {why}): "
+            "start it ('prefect server start') or correct PREFECT_API_URL"
+        )
 
 
 def _refuse_secrets_in_parameters(options: Options, as_given: dict[str, Any]) -> None:
