@@ -20,7 +20,7 @@ per_project as (
 select
     p.*,
     c.folder,
-    c.memories,
+    coalesce(c.memories, 0) as memories,
     c.status as consolidation_status,
     c.last_success_at as consolidated_at
 from per_project as p
@@ -33,6 +33,6 @@ comment on column v_projects.items is 'Conversation items of its sessions.';
 comment on column v_projects.first_active_at is 'Oldest session update.';
 comment on column v_projects.last_active_at is 'Newest session update.';
 comment on column v_projects.folder is 'Memory folder, relative to the output folder; null before consolidation.';
-comment on column v_projects.memories is 'Memories in the last consolidation.';
+comment on column v_projects.memories is 'Memories in the last consolidation; 0 before any.';
 comment on column v_projects.consolidation_status is 'running | succeeded | failed | empty; null before consolidation.';
 comment on column v_projects.consolidated_at is 'When the folder was last written successfully.';
