@@ -116,6 +116,8 @@ def read_file(
             error = ("corrupt_compressed", str(exc))
         finally:
             pieces.close()
+    if error is None and lines.held > max_bytes:  # an unfinished last line past the limit
+        error = ("file_too_large", f"more than {max_bytes} bytes of lines")
     data, long_lines = lines.finish(
         complete_only=error is not None and error[0] == "file_too_large"
     )
@@ -139,8 +141,9 @@ class LongLine:
 class BoundedLines:
     """Pieces of a file's bytes gathered into its lines, within two limits: a line longer than
     ``max_line`` is replaced by an empty line (its number and length kept in ``long``), and
-    ``add`` refuses a piece once ``max_bytes`` are held. Every search is a bytes method (C
-    speed); nothing loops over lines in Python."""
+    ``add`` refuses a piece once its whole lines would pass ``max_bytes`` (so at most
+    ``max_bytes`` of lines and ``max_line`` of an unfinished one are held). Every search is a
+    bytes method (C speed); nothing loops over lines in Python."""
 
     def __init__(self, *, max_bytes: int, max_line: int) -> None:
         self.max_bytes = max_bytes
@@ -169,6 +172,9 @@ class BoundedLines:
                 if nl < 0:
                     self.skipping += len(piece)
                     return True
+                if self.held + 1 > self.max_bytes:  # no room for the line left in its place
+                    self.skipping += nl
+                    return False
                 self._end_long(self.skipping + nl)
                 piece = piece[nl + 1 :]
                 continue
@@ -179,14 +185,16 @@ class BoundedLines:
                 self._drop_tail()
                 if nl < 0:
                     return True
+                if self.held + 1 > self.max_bytes:
+                    return False
                 self._end_long(self.skipping)
                 piece = piece[nl + 1 :]
                 continue
-            if self.held + len(piece) > self.max_bytes:
+            last = piece.rfind(b"\n")
+            if last >= 0 and self.held + last + 1 > self.max_bytes:  # whole lines only count
                 return False
             self.pieces.append(piece)
             self.held += len(piece)
-            last = piece.rfind(b"\n")
             if last < 0:
                 self.tail += len(piece)
             else:
