@@ -39,6 +39,10 @@ LOCAL_DASK_WORKERS = max(1, min(os.cpu_count() or 1, 8))
 #: scheduler (in the flow's process) already closed: the run is ending (stopped, or done), and
 #: the user's terminal gets the run's own line instead.
 HEARTBEAT_AFTER_SCHEDULER = "Failed to communicate with scheduler during heartbeat."
+#: What a nanny (in the flow's process) logs when its worker has not exited within its share
+#: of the cluster's close timeout (4 s) and is killed: on a loaded machine a stopped run's
+#: workers can take longer, and the kill is what the stop wants anyway.
+WORKER_KILLED_AT_CLOSE = "Worker process still alive after "
 
 #: Task arguments Dask sends without its "large graph" warning (a chunk of 64 sessions'
 #: kept items, as Arrow IPC, was 19 MiB on the public corpus).
@@ -221,12 +225,15 @@ def stopped_with(runner: Any) -> Iterator[None]:
     Prefect server is gone: ``memkiln.io.signals``) first ends the worker processes of a
     local Dask cluster this run started; a normal end, or an error, closes the cluster
     through the task runner itself. Its workers stop logging a heartbeat that found the
-    scheduler closed (``quiet_heartbeat_after_scheduler``): a race of the cluster's close."""
+    scheduler closed (``quiet_heartbeat_after_scheduler``), and its nannies a worker killed
+    because it was slow to exit (``quiet_worker_killed_at_close``): races of the cluster's
+    close on a loaded machine."""
     pids = _local_worker_pids(runner)
     if not pids:
         yield
         return
     runner.client.run(quiet_heartbeat_after_scheduler)
+    quiet_worker_killed_at_close()
     from memkiln.io.signals import interruptible
 
     with interruptible(on_hard_exit=lambda: _terminate(pids)):
@@ -250,6 +257,19 @@ def quiet_heartbeat_after_scheduler() -> None:
     logger = logging.getLogger("distributed.worker")
     if not any(isinstance(f, _HeartbeatAfterScheduler) for f in logger.filters):
         logger.addFilter(_HeartbeatAfterScheduler())
+
+
+class _WorkerKilledAtClose(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(WORKER_KILLED_AT_CLOSE)
+
+
+def quiet_worker_killed_at_close() -> None:
+    """In the flow's process: drop the nannies' ``WORKER_KILLED_AT_CLOSE`` (only that record;
+    their other messages stay). Idempotent."""
+    logger = logging.getLogger("distributed.nanny")
+    if not any(isinstance(f, _WorkerKilledAtClose) for f in logger.filters):
+        logger.addFilter(_WorkerKilledAtClose())
 
 
 def _terminate(pids: list[int]) -> None:

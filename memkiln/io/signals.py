@@ -8,6 +8,8 @@ second signal arrives, ``on_hard_exit`` stops what the process started and it ex
 
 from __future__ import annotations
 
+import _thread
+import gc
 import logging
 import os
 import signal
@@ -42,20 +44,48 @@ def _hard_exit(code: int, message: str | None = None) -> None:
         os._exit(code)
 
 
+#: Seconds before a stop that arrived where Python would drop its exception is delivered
+#: again (``_dropped_here``).
+REDELIVER_SECONDS = 0.05
+
+_deferred: list[int] = []  # a stop put off by the handler, delivered again by a timer
+
+
 def _handler(signum: int, frame: FrameType | None) -> None:
     name = signal.Signals(signum).name
-    if _received:  # a second signal: no more waiting
+    if _received and not _deferred:  # a second signal: no more waiting
         _hard_exit(
             128 + signum, f"error: {name} again: exiting now; the next run closes the records"
         )
-    _received.append(signum)
-    _quiet_prefect()
-    late = f"error: interrupted by {name}: not stopped after {GRACE_SECONDS:.0f} s, exiting now; "
-    late += "the next run closes the run records"
-    timer = threading.Timer(GRACE_SECONDS, _hard_exit, args=(128 + signum, late))
-    timer.daemon = True
-    timer.start()
+    if not _received:
+        _received.append(signum)
+        _quiet_prefect()
+        late = f"error: interrupted by {name}: not stopped after {GRACE_SECONDS:.0f} s, "
+        late += "exiting now; the next run closes the run records"
+        timer = threading.Timer(GRACE_SECONDS, _hard_exit, args=(128 + signum, late))
+        timer.daemon = True
+        timer.start()
+    _deferred.clear()
+    if _dropped_here(frame):
+        # raised here, the stop would be printed as "Exception ignored in" and lost (a Dask
+        # garbage collector callback of the local cluster, under load): deliver it again
+        _deferred.append(signum)
+        again = threading.Timer(REDELIVER_SECONDS, _thread.interrupt_main, args=(signum,))
+        again.daemon = True
+        again.start()
+        return
     raise Interrupted(signum, name)
+
+
+def _dropped_here(frame: FrameType | None) -> bool:
+    """Whether Python would print and drop an exception raised in ``frame``: it runs inside a
+    garbage collector callback or a ``__del__`` method."""
+    callbacks = {getattr(getattr(cb, "__func__", cb), "__code__", None) for cb in gc.callbacks}
+    while frame is not None:
+        if frame.f_code in callbacks or frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
 
 
 #: Prefect's loggers that report a task or flow run ending in an exception, with its

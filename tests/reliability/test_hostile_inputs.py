@@ -28,6 +28,7 @@ from memkiln.flows.plain_run import run_job
 from memkiln.io.archive import FileStat, LongLine, _unzstd, read_file
 from memkiln.io.html_report import write_report
 from memkiln.io.rules import load_rules
+from memkiln.io.store import fetch_pl
 from memkiln.llm.requests import stage_one_input_for_file
 from memkiln.settings import Settings
 from memkiln.transforms.project import project_key
@@ -250,3 +251,53 @@ def test_lines_of_a_session_without_its_header_are_quarantined_not_counted_ok(
     with duckdb.connect(str(settings.db), read_only=True) as con:
         assert con.execute("select status from files").fetchall() == [("no_session",)]
         assert con.execute("select reason from quarantine").fetchall() == [("no_session",)]
+
+
+def test_a_batch_normalized_in_parts_stores_what_it_stores_in_one(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memkiln.io import loader
+
+    archive = tmp_path / "archive"
+    for n in range(4):
+        write_rollout(archive, uid(n), session(n, START + timedelta(hours=n)), START)
+    (archive / "noise.jsonl").write_text('{"type": "noise"}\n[1, 2]\n')
+    write_rollout(archive, uid(50), with_time(session(50, START), "garbage"), START)
+    tables = ("files", "rollouts", "items", "quarantine", "tool_calls")
+
+    def stored(name: str) -> dict[str, pl.DataFrame]:
+        s = settings_for(tmp_path / name, archive)
+        ingest_archive(s)
+        with duckdb.connect(str(s.db), read_only=True) as con:
+            frames = {t: fetch_pl(con, f"select * from {t}") for t in tables}
+        # when and by which run aside, the same rows
+        return {
+            t: f.drop(
+                c for c, d in f.schema.items() if d.is_temporal() or c.endswith("run_id")
+            ).sort(pl.all())
+            for t, f in frames.items()
+        }
+
+    whole = stored("whole")
+    monkeypatch.setattr(loader, "BATCH_DECOMPRESSED_BYTES", 1)  # one part per file
+    parts = stored("parts")
+    for table in tables:
+        assert parts[table].equals(whole[table]), table
+    assert whole["rollouts"].height == 4 and whole["quarantine"].height >= 2
+
+
+def test_a_stored_session_with_a_time_out_of_range_is_skipped_never_active_for_ever() -> None:
+    from tests.transforms.test_selection import NOW, decide, rollout
+
+    year0 = datetime(1, 1, 1, tzinfo=UTC)  # what DuckDB gives back of year 0 is out of reach
+    rows = [
+        rollout("ok"),
+        rollout("future", updated_at=NOW + timedelta(days=1800)),
+        rollout("ancient", updated_at=datetime(1970, 1, 1, tzinfo=UTC)),
+        rollout("born-before", started_at=year0),
+        rollout("undated", updated_at=None),
+    ]
+    assert decide(rows, backfill=True) == {
+        "ok": "take", "future": "bad_timestamp", "ancient": "bad_timestamp",
+        "born-before": "bad_timestamp", "undated": "take",
+    }  # fmt: skip
