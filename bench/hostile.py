@@ -13,8 +13,8 @@ Writes an archive holding good sessions beside
 
 then runs ``memkiln run --backfill`` on it through the console script, as a user would
 (``MEMKILN_*`` variables, Prefect off or on), under ``/usr/bin/time -v``, and prints a table:
-the exit code, the lines printed, whether a traceback appeared, the good sessions' memories,
-and the peak RSS. Run from the repository root:
+the exit code, the lines that say what was set aside, whether a traceback appeared, the
+projects and session summaries written, and the peak RSS. Run from the repository root:
 
     python bench/hostile.py                     # full sizes: 2 GiB zst, 1 GiB gz, 300 MB line
     python bench/hostile.py --small             # the same shapes, small (seconds)
@@ -101,6 +101,7 @@ def write_archive(archive: Path, *, small: bool) -> dict[str, list[str]]:
     with open(os.path.join(os.fsencode(weird), name), "wb") as fh:
         fh.write(body)
     kinds["bad"].append("file name caf\\xe9")
+    kinds["good"].append(uid(n))  # its session is good: it is read by its bytes
     n += 1
     bombs = archive / "bombs"  # 3. decompression bombs and a long line
     bombs.mkdir(parents=True, exist_ok=True)
@@ -131,6 +132,7 @@ def write_archive(archive: Path, *, small: bool) -> dict[str, list[str]]:
         fh.write(b'"}]}}\n')
         fh.write((json.dumps(lines[-1]) + "\n").encode())
     kinds["bad"].append(f"one line of {long_line // 1_000_000} MB")
+    kinds["good"].append(uid(n))  # the rest of its file is kept
     n += 1
     for cwd in LONG_CWDS:  # 6. long working directories
         at = start + timedelta(days=4, hours=n)
@@ -198,18 +200,23 @@ def main() -> int:
         out_lines = [ln for ln in (result["stdout"] + result["stderr"]).splitlines() if ln]  # type: ignore[operator]
         print("\n".join(out_lines))
         print()
+        set_aside = [ln for ln in out_lines if ln.startswith("set aside: ")]
+        summaries = list((work / "memories").glob("*/rollout_summaries/*.md"))
         print(
-            "| archive | prefect | exit | lines printed | traceback | projects with memories "
-            "| time (s) | peak RSS (GB) |"
+            "| archive | prefect | exit | lines set aside | traceback | projects with memories "
+            "| session summaries | time (s) | peak RSS (GB) |"
         )
-        print("|---|---|---|---|---|---|---|---|")
+        print("|---|---|---|---|---|---|---|---|---|")
         print(
             f"| {'small' if args.small else 'full'} | {args.prefect} | {result['exit']} "
-            f"| {len(out_lines)} | {result['traceback']} "
-            f"| {len(memories_of(work / 'memories'))} | {result['seconds']:.0f} "
-            f"| {result['peak_gb']:.2f} |"
+            f"| {len(set_aside)} | {result['traceback']} "
+            f"| {len(memories_of(work / 'memories'))} | {len(summaries)} "
+            f"| {result['seconds']:.0f} | {result['peak_gb']:.2f} |"
         )
-        print(f"bad inputs: {len(kinds['bad'])}; good sessions: {len(kinds['good'])}")
+        print(
+            f"bad inputs: {len(kinds['bad'])}; sessions that should give a memory: "
+            f"{len(kinds['good'])}"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     return 0

@@ -43,6 +43,9 @@ HEARTBEAT_AFTER_SCHEDULER = "Failed to communicate with scheduler during heartbe
 #: of the cluster's close timeout (4 s) and is killed: on a loaded machine a stopped run's
 #: workers can take longer, and the kill is what the stop wants anyway.
 WORKER_KILLED_AT_CLOSE = "Worker process still alive after "
+#: What a worker logs when a task it runs is cancelled (a stopped run's model calls, when the
+#: cluster closes before they ended: seen at a load average of 25 on 2 cores).
+TASK_CANCELLED = ("Async instruction for <Task cancelled", "ended with CancelledError")
 
 #: Task arguments Dask sends without its "large graph" warning (a chunk of 64 sessions'
 #: kept items, as Arrow IPC, was 19 MiB on the public corpus).
@@ -253,10 +256,20 @@ class _HeartbeatAfterScheduler(logging.Filter):
 
 def quiet_heartbeat_after_scheduler() -> None:
     """In a worker process of a local cluster: drop ``HEARTBEAT_AFTER_SCHEDULER`` (only that
-    record; the worker's other messages stay). Idempotent."""
+    record; the worker's other messages stay), and ``TASK_CANCELLED`` (a stopped run's tasks
+    are cancelled on purpose). Idempotent."""
     logger = logging.getLogger("distributed.worker")
     if not any(isinstance(f, _HeartbeatAfterScheduler) for f in logger.filters):
         logger.addFilter(_HeartbeatAfterScheduler())
+    machine = logging.getLogger("distributed.worker.state_machine")
+    if not any(isinstance(f, _TaskCancelled) for f in machine.filters):
+        machine.addFilter(_TaskCancelled())
+
+
+class _TaskCancelled(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (message.startswith(TASK_CANCELLED[0]) and message.endswith(TASK_CANCELLED[1]))
 
 
 class _WorkerKilledAtClose(logging.Filter):

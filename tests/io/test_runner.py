@@ -122,3 +122,29 @@ def test_a_worker_killed_because_it_was_slow_to_close_is_not_told_and_nothing_el
         logger.removeHandler(handler)
         logger.filters[:] = before
     assert seen == ["Restarting worker", "Failed to start worker"]
+
+
+def test_a_task_cancelled_as_a_worker_closes_is_not_told_and_nothing_else() -> None:
+    import logging
+
+    from memkiln.io.runner import quiet_heartbeat_after_scheduler
+
+    seen: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    logger = logging.getLogger("distributed.worker.state_machine")
+    handler = Keep()
+    logger.addHandler(handler)
+    before = list(logger.filters)
+    try:
+        quiet_heartbeat_after_scheduler()
+        task = "<Task cancelled name=\"execute('call_model_task-43')\" coro=<Worker.execute()>>"
+        logger.warning(f"Async instruction for {task} ended with CancelledError")
+        logger.exception(f"Unhandled exception in async instruction for {task}")
+    finally:
+        logger.removeHandler(handler)
+        logger.filters[:] = before
+    assert seen == [f"Unhandled exception in async instruction for {task}"]
