@@ -7,6 +7,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 SCRIPT = """
 import gc, os, signal, sys, time
 from memkiln.errors import Interrupted
@@ -41,3 +43,14 @@ def test_a_stop_that_arrives_in_a_garbage_collector_callback_still_stops_the_run
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.strip() == "stopped: interrupted by SIGTERM", done.stdout
     assert "Exception ignored" not in done.stderr, done.stderr
+
+
+def test_a_loaded_machine_gives_a_stopped_run_longer_to_unwind(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from memkiln.io import signals
+
+    monkeypatch.setattr(signals.os, "cpu_count", lambda: 2)
+    for load, grace in ((0.5, 30.0), (2.0, 30.0), (3.0, 45.0), (8.0, 120.0), (40.0, 120.0)):
+        monkeypatch.setattr(signals.os, "getloadavg", lambda load=load: (load, 0.0, 0.0))
+        assert signals.grace_seconds() == grace, load

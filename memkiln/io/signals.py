@@ -2,7 +2,7 @@
 
 Inside ``interruptible()``, the first signal raises ``Interrupted`` in the main thread, so
 the run unwinds normally: the run record is closed as ``interrupted``, leases are handed
-back, the database is closed. If the process is still alive ``GRACE_SECONDS`` later, or a
+back, the database is closed. If the process is still alive ``grace_seconds()`` later, or a
 second signal arrives, ``on_hard_exit`` stops what the process started and it exits at once.
 """
 
@@ -25,6 +25,20 @@ from memkiln.errors import Interrupted
 #: (unwinding waits for the batch being prepared: about a second on an idle machine, 19 s
 #: was measured at a load average of 18 on 2 cores).
 GRACE_SECONDS = 30.0
+#: ... times the load per core, up to this factor: at a load average of 34 to 42 on 2 cores
+#: a local Dask run's unwinding took longer than 30 s (issue 29).
+GRACE_LOAD_FACTOR_MAX = 4.0
+
+
+def grace_seconds() -> float:
+    """How long a stopped run may unwind: ``GRACE_SECONDS``, longer on a loaded machine (the
+    run gets a smaller share of the CPU), at most ``GRACE_LOAD_FACTOR_MAX`` times."""
+    try:
+        per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:  # no load average on this system
+        per_core = 1.0
+    return GRACE_SECONDS * min(max(per_core, 1.0), GRACE_LOAD_FACTOR_MAX)
+
 
 HANDLED = (signal.SIGTERM, signal.SIGINT)
 
@@ -60,9 +74,10 @@ def _handler(signum: int, frame: FrameType | None) -> None:
     if not _received:
         _received.append(signum)
         _quiet_prefect()
-        late = f"error: interrupted by {name}: not stopped after {GRACE_SECONDS:.0f} s, "
+        grace = grace_seconds()
+        late = f"error: interrupted by {name}: not stopped after {grace:.0f} s, "
         late += "exiting now; the next run closes the run records"
-        timer = threading.Timer(GRACE_SECONDS, _hard_exit, args=(128 + signum, late))
+        timer = threading.Timer(grace, _hard_exit, args=(128 + signum, late))
         timer.daemon = True
         timer.start()
     _deferred.clear()
