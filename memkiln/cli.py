@@ -340,6 +340,24 @@ def _check_archive(settings: Settings) -> Path:
     return check_archive(settings.archive)
 
 
+#: Lines of what an ingest set aside shown after its summary (the rest are counted).
+SET_ASIDE_SHOWN = 20
+
+
+def _print_set_aside(summary: IngestSummary) -> None:
+    """One line per file and reason of what the ingest quarantined."""
+    console = Console(soft_wrap=True)
+    for line in summary.set_aside[:SET_ASIDE_SHOWN]:
+        console.print(f"set aside: {line}", markup=False, highlight=False)
+    if len(summary.set_aside) > SET_ASIDE_SHOWN:
+        console.print(
+            f"set aside: {len(summary.set_aside) - SET_ASIDE_SHOWN} more "
+            "(view v_quarantine_by_reason)",
+            markup=False,
+            highlight=False,
+        )
+
+
 def _print(sections: Sequence[Section], notes: Sequence[str] = (), caption: str = "") -> None:
     console = _console()
     for title, rows in sections:
@@ -411,6 +429,7 @@ def ingest(
 
     summary = _hold(settings, create=True, work=work)
     _print([ingest_section(summary)], caption=f"run {summary.run_id[:12]}")
+    _print_set_aside(summary)
     if summary.quarantined:
         _console().print(
             f"quarantined lines are in the 'quarantine' table of {settings.db} "
@@ -566,6 +585,7 @@ def run(
         sections.append(publish_section(summary.publish))
         attention += summary.publish.lines
     _print(sections, attention, f"run {summary.run_id[:12]}")
+    _print_set_aside(summary.ingest)
     _console().print(f"memory files: {settings.out}/INDEX.md", highlight=False, markup=False)
     if skipped:
         from memkiln.flows.nothing_new import WITHOUT_PREFECT
@@ -870,6 +890,7 @@ def serve(
     except ValueError as exc:
         raise ConfigError(f"invalid --cron {cron!r}: {str(exc).splitlines()[0]}") from None
     _prefect_environment()
+    _check_prefect_server(os.environ["PREFECT_API_URL"])
     from memkiln.flows.run import run_flow
     from memkiln.flows.run_logs import quiet_keepalive_tracebacks
     from memkiln.flows.serving import (
@@ -903,6 +924,25 @@ def serve(
             "in progress is cancelled (Cancelled in Prefect), the next run closes its records\n"
         )
         raise typer.Exit(128 + signum)
+
+
+def _check_prefect_server(url: str) -> None:
+    """The Prefect server ``serve`` registers with answers its health check (Prefect's own
+    client), else one line: a configuration error, not a traceback."""
+    from prefect.client.orchestration import get_client
+
+    from memkiln.io.rules import load_rules
+    from memkiln.transforms.redact import redact_text
+
+    with get_client(sync_client=True) as client:
+        problem = client.api_healthcheck()
+    if problem is not None:
+        why = (str(problem).splitlines() or [""])[0]
+        raise ConfigError(
+            f"the Prefect server at PREFECT_API_URL={redact_text(url, rules=load_rules())} "
+            f"cannot be reached ({type(problem).__name__}: {why}): "
+            "start it ('prefect server start') or correct PREFECT_API_URL"
+        )
 
 
 def _refuse_secrets_in_parameters(options: Options, as_given: dict[str, Any]) -> None:

@@ -80,3 +80,15 @@ PUBLISH_WAIT_SECONDS = 15.0
 #: DuckDB 1.4 or newer open ``<db>.snapshot``. DuckDB 2 writes version 69 by default, which no
 #: 1.x opens.
 READERS_STORAGE_VERSION = "v1.4.0"
+
+#: Bytes a single line may hold: a longer one is not read into memory but quarantined as
+#: ``line_too_long`` with its length, and the rest of its file kept.
+MAX_LINE_BYTES = 16 * 1024 * 1024
+#: Decompressed bytes of lines read from one file at most: past this, the rest of the file
+#: is quarantined as ``file_too_large`` (a compressed file of zeros or of one repeated line
+#: can hold any amount). With the line limit, this bounds an ingest's memory whatever the
+#: archive holds (bench/RESULTS.md, "Hostile input").
+MAX_FILE_BYTES = 32 * 1024 * 1024
+#: Decompressed bytes of a batch split, parsed and normalized together: a batch of small
+#: compressed files that hold far more is normalized in parts of about this size.
+BATCH_DECOMPRESSED_BYTES = 32 * 1024 * 1024

@@ -29,6 +29,7 @@ from pydantic import (
     ValidationError,
     field_serializer,
     field_validator,
+    model_validator,
 )
 from pydantic_settings import (
     BaseSettings,
@@ -221,6 +222,13 @@ class Options(BaseModel):
             return [part.strip() for part in text.split(",") if part.strip()]
         return value
 
+    @model_validator(mode="after")
+    def _since_not_after_until(self) -> Options:
+        """A backfill window that ends before it starts is a mistake, not an empty night."""
+        if self.since is not None and self.until is not None and self.since > self.until:
+            raise ValueError(f"since ({self.since}) is after until ({self.until})")
+        return self
+
     @field_serializer("db", "archive", "out", "base_url", when_used="json")
     def _redacted(self, value: Path | str | None, info: SerializationInfo) -> str | None:
         if value is None:
@@ -378,6 +386,8 @@ def describe_invalid(exc: ValidationError, sources: dict[str, Source]) -> str:
     where = sources.get(top, Source("config", "?"))
     if first["type"] == "extra_forbidden":
         return f"unknown setting {top!r} in {where}{more}"
+    if not first["loc"]:  # a rule over several settings: its message names them
+        return f"invalid settings: {first['msg'].removeprefix('Value error, ')}{more}"
     given = first.get("input")
     return f"invalid setting {name} = {given!r} ({where}): {first['msg']}{more}"
 

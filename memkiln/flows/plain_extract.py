@@ -43,10 +43,10 @@ def extract_store(
     model = HEURISTIC_MODEL if name == "heuristic" else settings.model
     check_budget_prices(book, backend=name, model=model, budget=settings.budget_usd)
     backend = backend or make_backend(settings, rules=rules)
-    # 1. open the store and record the run
-    con = open_store(settings.db)
     summary = ExtractSummary()
     plan = Plan(policy_from(settings), book, spent_before)
+    # 1. open the store and record the run (nothing that may fail between: it is closed below)
+    con = open_store(settings.db)
     try:
         with recorded_run(con, command="extract", counts=summary.counters) as summary.run_id:
             engine = Extraction(

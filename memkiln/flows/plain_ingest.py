@@ -4,6 +4,7 @@ Prefect, so ``memkiln ingest --no-prefect`` and every command's checks start wit
 """
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
+import os
 from collections import Counter
 from collections.abc import Callable, Generator
 from contextlib import closing
@@ -14,7 +15,7 @@ import polars as pl
 
 from memkiln.constants import INGEST_BATCH_FILES, INGEST_DUCKDB_MEMORY, INGEST_DUCKDB_THREADS
 from memkiln.errors import ConfigError
-from memkiln.io.archive import discover, path_key
+from memkiln.io.archive import discover, path_key, shown_path
 from memkiln.io.loader import BatchResult, PreparedBatch, prepared_batches, write_batch
 from memkiln.io.progress import BYTES, Reporter
 from memkiln.io.rules import load_rules
@@ -39,17 +40,23 @@ def check_archive(archive: Path) -> Path:
 
 def plan_archive(con: duckdb.DuckDBPyConnection, archive: Path) -> pl.DataFrame:
     """Discover files under ``archive`` and mark each new, changed or unchanged."""
-    found = pl.DataFrame(
-        [(s.path, s.size, s.mtime_ns) for s in discover(archive)],
-        schema=FOUND_SCHEMA,
-        orient="row",
-    )
+    stats = list(discover(archive))
     # files are recognised by the key of their real path (the stored path is redacted): the
-    # plan is made over keys, then the real paths are put back
-    keys = found.select(key=pl.Series([path_key(p) for p in found["path"]], dtype=pl.String))
+    # plan is made over keys, then the paths are put back, as text any frame holds (a name
+    # that is not UTF-8 shows its bytes as \xNN) and as the real bytes the file is read by
+    found = pl.DataFrame(
+        [(path_key(s.path), s.size, s.mtime_ns) for s in stats], schema=FOUND_SCHEMA, orient="row"
+    )
     known = fetch_pl(con, sql("known_files"))
-    plan = plan_files(found.with_columns(path=keys["key"]), known)
-    real = found.select(key=keys["key"], real="path")
+    plan = plan_files(found, known)
+    real = pl.DataFrame(
+        {
+            "key": found["path"],
+            "real": [shown_path(s.path) for s in stats],
+            "raw_path": [os.fsencode(s.path) for s in stats],
+        },
+        schema={"key": pl.String, "real": pl.String, "raw_path": pl.Binary},
+    )
     return (
         plan.join(real, left_on="path", right_on="key", how="left", maintain_order="left")
         .with_columns(path="real")
@@ -123,6 +130,7 @@ def _ingest(
             summary.rollouts += result.rollouts
             summary.items += result.items
             summary.quarantined += result.quarantined
+            summary.set_aside.extend(result.set_aside)
             summary.files_failed += result.failed_files
             statuses.update(result.statuses)
             hits.update(result.hits)

@@ -20,12 +20,14 @@ import duckdb
 import polars as pl
 
 from memkiln.constants import (
+    BATCH_DECOMPRESSED_BYTES,
+    MAX_LINE_BYTES,
     PARSER_DUCKDB_THREADS,
     POLARS_ENGINE,
     QUARANTINE_EXCERPT_CHARS,
     SEGMENT_BYTES,
 )
-from memkiln.io.archive import FileBytes, FileStat, content_hash, path_key, read_file
+from memkiln.io.archive import FileStat, content_hash, path_key, read_file, shown_path
 from memkiln.io.rules import load_rules
 from memkiln.io.store import execute, fetch_pl, now, sql, transaction
 from memkiln.transforms.lines import (
@@ -61,7 +63,9 @@ from memkiln.transforms.settle import (
     FAILED_STATUSES,
     file_statuses,
     number_items,
+    set_aside,
     settle_duplicates,
+    settle_times,
     with_unrecognized,
 )
 from memkiln.transforms.tool_calls import build_tool_calls
@@ -100,6 +104,8 @@ class BatchResult:
     quarantined: int = 0
     failed_files: int = 0
     hits: dict[str, int] = field(default_factory=dict)
+    #: one line per file and reason of what this batch quarantined (``settle.set_aside``)
+    set_aside: list[str] = field(default_factory=list)
     statuses: dict[str, int] = field(default_factory=dict)
 
 
@@ -183,31 +189,43 @@ def prepare_batch(
     ``parser`` is only used as DuckDB's JSON parser: an in-memory connection of its own lets
     the next batch be prepared in a worker thread while the store writes the current one.
     """
-    # 1. read and decompress
-    reads: list[tuple[int, FileBytes]] = [
-        (fid, read_file(FileStat(path, size, mtime)))
-        for path, size, mtime, fid in batch.select(
-            "path", "size", "mtime_ns", "file_id"
-        ).iter_rows()
-    ]
+    # 1. read and decompress, file by file; the batch is split, parsed and normalized in parts
+    # of about BATCH_DECOMPRESSED_BYTES (small compressed files may hold far more than their
+    # size), so at most one part's bytes are held at once
     file_rows: list[dict[str, object]] = []
     whole_file_quarantine: list[dict[str, object]] = []
     chunks: list[tuple[int, bytes]] = []
-    fb: FileBytes | None = None
-    for fid, fb in reads:
+    parts: list[Normalized] = []
+    held = bytes_read = 0
+    raw_paths = batch["raw_path"] if "raw_path" in batch.columns else batch["path"].cast(pl.Binary)
+    for path, size, mtime, fid in zip(
+        raw_paths, batch["size"], batch["mtime_ns"], batch["file_id"], strict=True
+    ):
+        fb = read_file(FileStat(os.fsdecode(path), size, mtime))
         status = "ok"
-        if fb.error == "unreadable_file":
+        if fb.error == "unreadable_file" and not fb.data:
             status = "unreadable"
         elif fb.error and not fb.data:
             status = "corrupt"
         elif not fb.data:
-            status = "empty"
+            status = "partial" if fb.long_lines else "empty"
         elif looks_binary(fb.data):
             status = "binary"
         if fb.error:
             whole_file_quarantine.append(
                 _file_quarantine(fid, fb.error, fb.detail, fb.stat.size, rules=rules)
             )
+        whole_file_quarantine.extend(
+            _file_quarantine(
+                fid,
+                "line_too_long",
+                f"{long.nbytes} bytes, over the limit of {MAX_LINE_BYTES}",
+                long.nbytes,
+                rules=rules,
+                line_no=long.line_no,
+            )
+            for long in fb.long_lines
+        )
         if status == "binary":
             whole_file_quarantine.append(
                 _file_quarantine(
@@ -216,11 +234,13 @@ def prepare_batch(
             )
         elif fb.data:
             chunks.append((fid, fb.data))
+            held += len(fb.data)
+            bytes_read += len(fb.data)
         file_rows.append(
             {
                 "file_id": fid,
                 "path_key": path_key(fb.stat.path),
-                "path": fb.stat.path,
+                "path": shown_path(fb.stat.path),
                 "compression": fb.stat.compression,
                 "size": fb.stat.size,
                 "mtime_ns": fb.stat.mtime_ns,
@@ -228,6 +248,10 @@ def prepare_batch(
                 "status": status if not fb.error or status != "ok" else "partial",
             }
         )
+        del fb
+        if held >= BATCH_DECOMPRESSED_BYTES:
+            parts.append(_normalize_part(parser, chunks, file_rows, rules=rules))
+            chunks, held = [], 0
     files = pl.DataFrame(
         file_rows,
         schema={
@@ -241,21 +265,78 @@ def prepare_batch(
             "status": pl.String,
         },
     )
-    bytes_read = sum(len(d) for _, d in chunks)
 
     # 2-5. split, redact, parse and normalize (the file bytes are let go once split)
-    lines = split_lines(chunks)
-    del reads, chunks, fb
-    norm = normalize_lines(
-        parser,
-        lines,
+    if chunks or not parts:
+        parts.append(_normalize_part(parser, chunks, file_rows, rules=rules))
+    del chunks
+    norm = _merged(
+        parts,
         files=files.select(fid="file_id", path="path"),
         extra_quarantine=pl.DataFrame(whole_file_quarantine, schema=QUARANTINE_SCHEMA),
-        rules=rules,
     )
     # the real path was needed to name sessions (a uuid in the file name); stored, it is redacted
     files = files.with_columns(path=redact_expr(pl.col("path"), rules=rules))
     return PreparedBatch(files=files, norm=norm, bytes_read=bytes_read)
+
+
+def _normalize_part(
+    parser: duckdb.DuckDBPyConnection,
+    chunks: list[tuple[int, bytes]],
+    file_rows: list[dict[str, object]],
+    *,
+    rules: RuleSet,
+) -> Normalized:
+    """The files of ``chunks`` (some of a batch's) split, parsed and normalized; the chunk
+    list is emptied, so its bytes go once split."""
+    fids = {fid for fid, _ in chunks}
+    files = pl.DataFrame(
+        [(r["file_id"], r["path"]) for r in file_rows if r["file_id"] in fids],
+        schema={"fid": pl.Int64, "path": pl.String},
+        orient="row",
+    )
+    lines = split_lines(chunks)
+    chunks.clear()
+    return normalize_lines(parser, lines, files=files, rules=rules)
+
+
+def _merged(
+    parts: list[Normalized], *, files: pl.DataFrame, extra_quarantine: pl.DataFrame
+) -> Normalized:
+    """The parts of a batch as one, with the whole-file quarantine rows, and every file of the
+    batch in ``per_file`` (a file that gave no line, too)."""
+    hits: Counter[str] = Counter()
+    for part in parts:
+        hits.update(part.hits)
+    quarantine = pl.concat(
+        [extra_quarantine, *(p.quarantine for p in parts)], how="vertical_relaxed"
+    )
+    seen = pl.concat([p.per_file for p in parts], how="vertical_relaxed")
+    counted = quarantine.group_by("file_id").agg(n=pl.len()).rename({"file_id": "fid"})
+    per_file = (
+        files.join(seen.drop("path", "n_quarantined"), on="fid", how="left")
+        .join(counted, on="fid", how="left")
+        .with_columns(
+            n_lines=pl.col("n_lines").fill_null(0),
+            n_quarantined=pl.col("n").fill_null(0).cast(pl.Int64),
+        )
+        .select(seen.columns)
+    )
+    rollouts = pl.concat([p.rollouts for p in parts], how="vertical_relaxed")
+    # a rollout counts the whole-file quarantine rows of its file too
+    rollouts = (
+        rollouts.drop("n_quarantined")
+        .join(per_file.select("fid", "n_quarantined"), on="fid", how="left")
+        .select(parts[0].rollouts.columns)
+    )
+    return Normalized(
+        pl.concat([p.items for p in parts], how="vertical_relaxed"),
+        rollouts,
+        quarantine,
+        per_file,
+        dict(hits),
+        result_errors=pl.concat([p.result_errors for p in parts], how="vertical_relaxed"),
+    )
 
 
 def prepared_batches(
@@ -317,13 +398,14 @@ def write_batch(
     released = gone["holder"].unique().to_list()
     held = held.join(gone.select("holder"), on="holder", how="anti").drop("holder_path")
     rollouts, quarantine, dup = settle_duplicates(rollouts, quarantine, held)
+    rollouts, quarantine, timeless = settle_times(rollouts, quarantine, now=now())
     items = number_items(items, rollouts)
     tool_calls = build_tool_calls(items.lazy(), result_errors=norm.result_errors.lazy()).collect(
         engine=POLARS_ENGINE
     )
 
     # 7. file statuses
-    files = file_statuses(files, per_file, rollouts, dup)
+    files = file_statuses(files, per_file, rollouts, dup, timeless)
     quarantine = with_unrecognized(quarantine, files)
     statuses = dict(files.group_by("status").len().iter_rows())
     failed = files.filter(pl.col("status").is_in(FAILED_STATUSES)).height
@@ -354,6 +436,7 @@ def write_batch(
     result.rollouts = rollouts.height
     result.items = items.height
     result.quarantined = quarantine.height
+    result.set_aside = set_aside(quarantine)
     result.statuses = statuses
     result.failed_files = failed
     return result
@@ -692,11 +775,17 @@ def looks_binary(data: bytes) -> bool:
 
 
 def _file_quarantine(
-    fid: int, reason: str, detail: str | None, size: int, *, rules: RuleSet
+    fid: int,
+    reason: str,
+    detail: str | None,
+    size: int,
+    *,
+    rules: RuleSet,
+    line_no: int | None = None,
 ) -> dict[str, object]:
     return {
         "file_id": fid,
-        "line_no": None,
+        "line_no": line_no,
         "reason": reason,
         "detail": redact_text(detail, rules=rules)[:QUARANTINE_EXCERPT_CHARS] if detail else None,
         "excerpt": None,

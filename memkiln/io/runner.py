@@ -39,6 +39,13 @@ LOCAL_DASK_WORKERS = max(1, min(os.cpu_count() or 1, 8))
 #: scheduler (in the flow's process) already closed: the run is ending (stopped, or done), and
 #: the user's terminal gets the run's own line instead.
 HEARTBEAT_AFTER_SCHEDULER = "Failed to communicate with scheduler during heartbeat."
+#: What a nanny (in the flow's process) logs when its worker has not exited within its share
+#: of the cluster's close timeout (4 s) and is killed: on a loaded machine a stopped run's
+#: workers can take longer, and the kill is what the stop wants anyway.
+WORKER_KILLED_AT_CLOSE = "Worker process still alive after "
+#: What a worker logs when a task it runs is cancelled (a stopped run's model calls, when the
+#: cluster closes before they ended: seen at a load average of 25 on 2 cores).
+TASK_CANCELLED = ("Async instruction for <Task cancelled", "ended with CancelledError")
 
 #: Task arguments Dask sends without its "large graph" warning (a chunk of 64 sessions'
 #: kept items, as Arrow IPC, was 19 MiB on the public corpus).
@@ -221,12 +228,15 @@ def stopped_with(runner: Any) -> Iterator[None]:
     Prefect server is gone: ``memkiln.io.signals``) first ends the worker processes of a
     local Dask cluster this run started; a normal end, or an error, closes the cluster
     through the task runner itself. Its workers stop logging a heartbeat that found the
-    scheduler closed (``quiet_heartbeat_after_scheduler``): a race of the cluster's close."""
+    scheduler closed (``quiet_heartbeat_after_scheduler``), and its nannies a worker killed
+    because it was slow to exit (``quiet_worker_killed_at_close``): races of the cluster's
+    close on a loaded machine."""
     pids = _local_worker_pids(runner)
     if not pids:
         yield
         return
     runner.client.run(quiet_heartbeat_after_scheduler)
+    quiet_worker_killed_at_close()
     from memkiln.io.signals import interruptible
 
     with interruptible(on_hard_exit=lambda: _terminate(pids)):
@@ -246,10 +256,33 @@ class _HeartbeatAfterScheduler(logging.Filter):
 
 def quiet_heartbeat_after_scheduler() -> None:
     """In a worker process of a local cluster: drop ``HEARTBEAT_AFTER_SCHEDULER`` (only that
-    record; the worker's other messages stay). Idempotent."""
+    record; the worker's other messages stay), and ``TASK_CANCELLED`` (a stopped run's tasks
+    are cancelled on purpose). Idempotent."""
     logger = logging.getLogger("distributed.worker")
     if not any(isinstance(f, _HeartbeatAfterScheduler) for f in logger.filters):
         logger.addFilter(_HeartbeatAfterScheduler())
+    machine = logging.getLogger("distributed.worker.state_machine")
+    if not any(isinstance(f, _TaskCancelled) for f in machine.filters):
+        machine.addFilter(_TaskCancelled())
+
+
+class _TaskCancelled(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not (message.startswith(TASK_CANCELLED[0]) and message.endswith(TASK_CANCELLED[1]))
+
+
+class _WorkerKilledAtClose(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith(WORKER_KILLED_AT_CLOSE)
+
+
+def quiet_worker_killed_at_close() -> None:
+    """In the flow's process: drop the nannies' ``WORKER_KILLED_AT_CLOSE`` (only that record;
+    their other messages stay). Idempotent."""
+    logger = logging.getLogger("distributed.nanny")
+    if not any(isinstance(f, _WorkerKilledAtClose) for f in logger.filters):
+        logger.addFilter(_WorkerKilledAtClose())
 
 
 def _terminate(pids: list[int]) -> None:

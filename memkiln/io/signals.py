@@ -2,12 +2,14 @@
 
 Inside ``interruptible()``, the first signal raises ``Interrupted`` in the main thread, so
 the run unwinds normally: the run record is closed as ``interrupted``, leases are handed
-back, the database is closed. If the process is still alive ``GRACE_SECONDS`` later, or a
+back, the database is closed. If the process is still alive ``grace_seconds()`` later, or a
 second signal arrives, ``on_hard_exit`` stops what the process started and it exits at once.
 """
 
 from __future__ import annotations
 
+import _thread
+import gc
 import logging
 import os
 import signal
@@ -23,6 +25,20 @@ from memkiln.errors import Interrupted
 #: (unwinding waits for the batch being prepared: about a second on an idle machine, 19 s
 #: was measured at a load average of 18 on 2 cores).
 GRACE_SECONDS = 30.0
+#: ... times the load per core, up to this factor: at a load average of 34 to 42 on 2 cores
+#: a local Dask run's unwinding took longer than 30 s (issue 29).
+GRACE_LOAD_FACTOR_MAX = 4.0
+
+
+def grace_seconds() -> float:
+    """How long a stopped run may unwind: ``GRACE_SECONDS``, longer on a loaded machine (the
+    run gets a smaller share of the CPU), at most ``GRACE_LOAD_FACTOR_MAX`` times."""
+    try:
+        per_core = os.getloadavg()[0] / (os.cpu_count() or 1)
+    except OSError:  # no load average on this system
+        per_core = 1.0
+    return GRACE_SECONDS * min(max(per_core, 1.0), GRACE_LOAD_FACTOR_MAX)
+
 
 HANDLED = (signal.SIGTERM, signal.SIGINT)
 
@@ -42,20 +58,49 @@ def _hard_exit(code: int, message: str | None = None) -> None:
         os._exit(code)
 
 
+#: Seconds before a stop that arrived where Python would drop its exception is delivered
+#: again (``_dropped_here``).
+REDELIVER_SECONDS = 0.05
+
+_deferred: list[int] = []  # a stop put off by the handler, delivered again by a timer
+
+
 def _handler(signum: int, frame: FrameType | None) -> None:
     name = signal.Signals(signum).name
-    if _received:  # a second signal: no more waiting
+    if _received and not _deferred:  # a second signal: no more waiting
         _hard_exit(
             128 + signum, f"error: {name} again: exiting now; the next run closes the records"
         )
-    _received.append(signum)
-    _quiet_prefect()
-    late = f"error: interrupted by {name}: not stopped after {GRACE_SECONDS:.0f} s, exiting now; "
-    late += "the next run closes the run records"
-    timer = threading.Timer(GRACE_SECONDS, _hard_exit, args=(128 + signum, late))
-    timer.daemon = True
-    timer.start()
+    if not _received:
+        _received.append(signum)
+        _quiet_prefect()
+        grace = grace_seconds()
+        late = f"error: interrupted by {name}: not stopped after {grace:.0f} s, "
+        late += "exiting now; the next run closes the run records"
+        timer = threading.Timer(grace, _hard_exit, args=(128 + signum, late))
+        timer.daemon = True
+        timer.start()
+    _deferred.clear()
+    if _dropped_here(frame):
+        # raised here, the stop would be printed as "Exception ignored in" and lost (a Dask
+        # garbage collector callback of the local cluster, under load): deliver it again
+        _deferred.append(signum)
+        again = threading.Timer(REDELIVER_SECONDS, _thread.interrupt_main, args=(signum,))
+        again.daemon = True
+        again.start()
+        return
     raise Interrupted(signum, name)
+
+
+def _dropped_here(frame: FrameType | None) -> bool:
+    """Whether Python would print and drop an exception raised in ``frame``: it runs inside a
+    garbage collector callback or a ``__del__`` method."""
+    callbacks = {getattr(getattr(cb, "__func__", cb), "__code__", None) for cb in gc.callbacks}
+    while frame is not None:
+        if frame.f_code in callbacks or frame.f_code.co_name == "__del__":
+            return True
+        frame = frame.f_back
+    return False
 
 
 #: Prefect's loggers that report a task or flow run ending in an exception, with its

@@ -10,7 +10,7 @@ import os
 import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from functools import cache
@@ -358,12 +358,15 @@ def recorded_parent_run(
     try:
         yield run_id
     except BaseException as exc:
-        con = open_store(db)
-        try:
-            _close_stopped_run(con, run_id, exc, counts())
-            _publish(con, after=exc)
-        finally:
-            con.close()
+        # the phase's own error is what happened: a store that cannot be opened again to
+        # close the record (a phase that left it open) must not take its place
+        with suppress(StoreError):
+            con = open_store(db)
+            try:
+                _close_stopped_run(con, run_id, exc, counts())
+                _publish(con, after=exc)
+            finally:
+                con.close()
         raise
     con = open_store(db)
     try:

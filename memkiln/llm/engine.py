@@ -122,7 +122,10 @@ def day_start(day: date | None, *, days_after: int = 0) -> datetime | None:
     """Midnight UTC of ``day`` (plus ``days_after`` days): ``until`` includes its own day."""
     if day is None:
         return None
-    return datetime.combine(day, datetime_time(0), tzinfo=UTC) + timedelta(days=days_after)
+    try:
+        return datetime.combine(day, datetime_time(0), tzinfo=UTC) + timedelta(days=days_after)
+    except OverflowError:  # the day after 9999-12-31: no later time, so no limit
+        return None
 
 
 class Extraction:

@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
 import polars as pl
 
 from memkiln.errors import InputError
-from memkiln.io.archive import FileStat, read_file
+from memkiln.io.archive import FileStat, read_file, shown_path
 from memkiln.io.loader import looks_binary, normalize_lines
 from memkiln.io.segments import store_segments
 from memkiln.io.store import fetch_pl, sql
@@ -32,6 +33,7 @@ from memkiln.transforms.prompts import (
 from memkiln.transforms.redact import RuleSet
 from memkiln.transforms.render import stage_one_chunks, stage_one_inputs
 from memkiln.transforms.segments import segment_items
+from memkiln.transforms.settle import settle_times
 
 
 def stage_one_input(
@@ -72,13 +74,13 @@ def stage_one_input_for_file(
     Returns the input and facts for the user (format, rollout id, quarantined lines).
     """
     if not path.is_file():
-        raise InputError(f"{path} is not a file")
+        raise InputError(f"{shown_path(str(path))} is not a file")
     st = os.stat(path)
     fb = read_file(FileStat(str(path.resolve()), st.st_size, st.st_mtime_ns))
     if not fb.data:
-        raise InputError(f"{path}: {fb.detail or 'the file is empty'}")
+        raise InputError(f"{shown_path(str(path))}: {fb.detail or 'the file is empty'}")
     if looks_binary(fb.data):
-        raise InputError(f"{path} is a binary file, not a rollout")
+        raise InputError(f"{shown_path(str(path))} is a binary file, not a rollout")
     read_error = fb.error
     lines = split_lines([(1, fb.data)])
     del fb  # the file's bytes are let go once split (a large file is not held twice)
@@ -86,14 +88,19 @@ def stage_one_input_for_file(
         norm = normalize_lines(
             con,
             lines,
-            files=pl.DataFrame({"fid": [1], "path": [str(path)]}),
+            files=pl.DataFrame({"fid": [1], "path": [shown_path(str(path))]}),
             rules=rules,
         )
     del lines
     if norm.rollouts.is_empty():
         raise InputError(
-            f"{path} holds no Codex, Claude Code or Pi session that memkiln recognizes"
+            f"{shown_path(str(path))} holds no Codex, Claude Code or Pi session that memkiln "
+            "recognizes"
         )
+    # what ingest quarantines (``bad_timestamp``) is never extracted: said in one line
+    _, said, timeless = settle_times(norm.rollouts, norm.quarantine.clear(), now=datetime.now(UTC))
+    if timeless.height:
+        raise InputError(f"{shown_path(str(path))}: {said['detail'][0]}")
     rollout = norm.rollouts.row(0, named=True)
     items = norm.items.with_columns(
         seq=pl.int_range(pl.len(), dtype=pl.Int32), rollout_id=pl.lit(rollout["rollout_id"])
@@ -101,7 +108,8 @@ def stage_one_input_for_file(
     result = stage_one_input(
         items,
         rollout_id=rollout["rollout_id"],
-        rollout_path=os.path.abspath(path),  # the path ingest stores, as extraction sends it
+        # the path ingest stores, as extraction sends it
+        rollout_path=shown_path(os.path.abspath(path)),
         rollout_cwd=rollout["cwd"],
         context_window=context_window,
         max_output_tokens=max_output_tokens,

@@ -29,6 +29,24 @@ BLOB_PATTERN = (
     r'"(?:data:[A-Za-z0-9/+.\-]+;base64,)?[A-Za-z0-9+/=_\-]{' + str(BLOB_MIN_CHARS) + r',}"'
 )
 BLOB_NOTE = '"[omitted blob]"'
+#: Keys whose values name a session, its project or its place (a working directory made only of
+#: the base64 alphabet, 512 characters or more, is still a directory): never rewritten as blobs.
+IDENTITY_KEYS = (
+    "cwd",
+    "repository_url",
+    "id",
+    "session_id",
+    "sessionId",
+    "branch",
+    "gitBranch",
+    "commit_hash",
+    "forked_from_id",
+    "parent_thread_id",
+)
+#: Such a key and the opening quote of its value (``${1}``), for the value to be marked.
+_IDENTITY_VALUE = r'("(?:' + "|".join(IDENTITY_KEYS) + r')"\s*:\s*")'
+#: What marks an identity value while blobs are replaced (a JSON string cannot hold it).
+_KEEP_MARK = "\x00\x01memkiln-keep\x01"
 
 LINE_SCHEMA = {
     "fid": pl.Int64,
@@ -173,11 +191,16 @@ def clean_lines(lf: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
 
 
 def _without_blob_rows(lines: pl.Series) -> pl.Series:
-    """``lines`` with every blob replaced by its note, only the rows holding one rewritten."""
+    """``lines`` with every blob replaced by its note, only the rows holding one rewritten.
+    The value of an identity key (``IDENTITY_KEYS``) is marked first, so it never matches."""
     return rewrite_rows(
         lines,
         lines.str.contains(BLOB_PATTERN),
-        lambda rows: rows.str.replace_all(BLOB_PATTERN, BLOB_NOTE),
+        lambda rows: (
+            rows.str.replace_all(_IDENTITY_VALUE, "${1}" + _KEEP_MARK)
+            .str.replace_all(BLOB_PATTERN, BLOB_NOTE)
+            .str.replace_all(_KEEP_MARK, "", literal=True)
+        ),
     )
 
 

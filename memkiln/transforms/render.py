@@ -117,6 +117,12 @@ def stage_one_inputs(
     table = sessions.with_columns(
         path=redact_expr(pl.col("path"), rules=rules), cwd=redact_expr(pl.col("cwd"), rules=rules)
     ).join(contents, on="rollout_id", how="left")
+    # a time Python cannot hold (year 0, a session of another tool) is passed on as null
+    table = table.with_columns(
+        pl.when(pl.col(name).dt.year().is_between(1, 9999)).then(pl.col(name)).alias(name)
+        for name, dtype in table.schema.items()
+        if isinstance(dtype, pl.Datetime | pl.Date)
+    )
     for row in table.iter_rows(named=True):
         body, omitted = row.pop("contents"), row.pop("omitted_chars")
         yield (

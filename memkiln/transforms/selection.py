@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 
 import polars as pl
 
+from memkiln.transforms.settle import CLOCK_SKEW, EARLIEST_TIME
 from memkiln.transforms.states import DONE_STATUSES, Decision, JobStatus
 
 
@@ -146,8 +147,14 @@ def select_candidates(
             & (pl.col("output_prompt_version") == producer[2])
         ).fill_null(False)
     )
+    # a known time outside those ingest accepts (an undated session is judged by its id)
+    bad_time = ~pl.col("updated_at").is_between(EARLIEST_TIME, now + CLOCK_SKEW).fill_null(
+        True
+    ) | ~pl.col("started_at").is_between(EARLIEST_TIME, now + CLOCK_SKEW).fill_null(True)
     decision = (
-        pl.when(pl.col("is_subagent"))
+        pl.when(bad_time)
+        .then(pl.lit(Decision.BAD_TIMESTAMP))
+        .when(pl.col("is_subagent"))
         .then(pl.lit(Decision.SUBAGENT))
         .when(
             ~source_class(

@@ -63,6 +63,9 @@ class Decision(StrEnum):
     TOO_OLD = "too_old"
     OUTSIDE_RANGE = "outside_range"
     STILL_ACTIVE = "still_active"
+    #: its times are missing, before 1990 or in the future (a store written before ingest
+    #: quarantined such sessions: they are never sent, nor active for ever)
+    BAD_TIMESTAMP = "bad_timestamp"
     # eligible, but not taken by this run
     UP_TO_DATE = "up_to_date"
     RETRY_BUDGET_EXHAUSTED = "retry_budget_exhausted"
@@ -81,6 +84,7 @@ NOT_ELIGIBLE = (
     Decision.TOO_OLD,
     Decision.OUTSIDE_RANGE,
     Decision.STILL_ACTIVE,
+    Decision.BAD_TIMESTAMP,
 )
 
 
@@ -154,3 +158,7 @@ class QuarantineReason(StrEnum):
     UNREADABLE_FILE = "unreadable_file"
     UNRECOGNIZED_FORMAT = "unrecognized_format"
     DUPLICATE_ROLLOUT = "duplicate_rollout"
+    LINE_TOO_LONG = "line_too_long"
+    FILE_TOO_LARGE = "file_too_large"
+    NO_SESSION = "no_session"
+    BAD_TIMESTAMP = "bad_timestamp"

@@ -26,6 +26,8 @@ class IngestSummary:
     quarantined: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
     hits: dict[str, int] = field(default_factory=dict)
+    #: one line per file and reason of what was quarantined (shown after the summary)
+    set_aside: list[str] = field(default_factory=list)
 
     def counters(self) -> dict[str, float]:
         return {

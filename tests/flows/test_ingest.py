@@ -246,7 +246,10 @@ def test_damaged_files_are_quarantined_and_their_good_lines_kept(tmp_path: Path)
             for p, r in con.execute("select path, reason from quarantine").fetchall()
         }
     # the half gzip stream also ends in the middle of a line
-    assert got == set(expected.items()) | {("rollout-corrupt.jsonl.gz", "truncated_line")}
+    assert got == set(expected.items()) | {
+        ("rollout-corrupt.jsonl.gz", "truncated_line"),
+        ("rollout-huge.jsonl", "line_too_long"),  # its 50 MB line; the line after is kept
+    }
     assert summary.quarantined == len(got)
     with duckdb.connect(str(db), read_only=True) as con:
         user_texts = {
@@ -264,10 +267,16 @@ def test_damaged_files_are_quarantined_and_their_good_lines_kept(tmp_path: Path)
         ).fetchone()
     assert user_texts["rollout-truncated.jsonl"] == 2
     assert user_texts["rollout-badutf8.jsonl"] == 2
-    assert user_texts["rollout-huge.jsonl"] == 2
+    assert user_texts["rollout-huge.jsonl"] == 1
     assert user_texts["rollout-array.jsonl"] == 1
     assert user_texts.get("rollout-corrupt.jsonl.gz", 0) >= 1  # what decompressed before the damage
-    assert big[0] == len("long tool output line\n" * (50 * 1024 * 1024 // 22))
+    assert big is None
+    with duckdb.connect(str(db), read_only=True) as con:
+        ((line_no, nbytes),) = con.execute(
+            "select line_no, bytes from quarantine where reason = 'line_too_long'"
+        ).fetchall()
+    assert line_no == 2
+    assert nbytes > 50 * 1024 * 1024
     assert statuses["rollout-empty.jsonl"] == "empty"
     assert statuses["rollout-binary.jsonl"] == "binary"
     assert statuses["rollout-truncated.jsonl"] == "partial"

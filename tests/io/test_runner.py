@@ -92,3 +92,59 @@ def test_the_workers_of_a_local_cluster_drop_that_heartbeat_while_a_phase_runs()
     with stopped_with(Remote()):
         pass
     assert ran == []
+
+
+def test_a_worker_killed_because_it_was_slow_to_close_is_not_told_and_nothing_else() -> None:
+    import logging
+
+    from memkiln.io.runner import quiet_worker_killed_at_close
+
+    seen: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    logger = logging.getLogger("distributed.nanny")
+    handler = Keep()
+    logger.addHandler(handler)
+    before = list(logger.filters)
+    # a local cluster started by an earlier test of this process installed it already
+    logger.filters[:] = [f for f in before if type(f).__name__ != "_WorkerKilledAtClose"]
+    try:
+        quiet_worker_killed_at_close()
+        quiet_worker_killed_at_close()  # twice: one filter
+        assert [type(f).__name__ for f in logger.filters].count("_WorkerKilledAtClose") == 1
+        logger.warning("Worker process still alive after %.1f seconds, killing", 4.0)
+        logger.warning("Restarting worker")
+        logger.error("Failed to start worker")
+    finally:
+        logger.removeHandler(handler)
+        logger.filters[:] = before
+    assert seen == ["Restarting worker", "Failed to start worker"]
+
+
+def test_a_task_cancelled_as_a_worker_closes_is_not_told_and_nothing_else() -> None:
+    import logging
+
+    from memkiln.io.runner import quiet_heartbeat_after_scheduler
+
+    seen: list[str] = []
+
+    class Keep(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            seen.append(record.getMessage())
+
+    logger = logging.getLogger("distributed.worker.state_machine")
+    handler = Keep()
+    logger.addHandler(handler)
+    before = list(logger.filters)
+    try:
+        quiet_heartbeat_after_scheduler()
+        task = "<Task cancelled name=\"execute('call_model_task-43')\" coro=<Worker.execute()>>"
+        logger.warning(f"Async instruction for {task} ended with CancelledError")
+        logger.exception(f"Unhandled exception in async instruction for {task}")
+    finally:
+        logger.removeHandler(handler)
+        logger.filters[:] = before
+    assert seen == [f"Unhandled exception in async instruction for {task}"]

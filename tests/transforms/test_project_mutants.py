@@ -13,7 +13,8 @@ from memkiln.transforms.project import normalize_git_remote, project_key
     ("url", "expected"),
     [
         ("github.com:a/b", "github.com/a/b"),  # scp-like without a user
-        ("  https://GitHub.com/A/b.git//  ", "github.com/A/b"),  # only the host is lower-cased
+        ("  https://Git.Example.com/A/b.git//  ", "git.example.com/A/b"),  # only the host
+        ("  https://GitHub.com/A/b.git//  ", "github.com/a/b"),  # GitHub ignores case
         ("git@host:/abs/repo.git", "host/abs/repo"),
         ("ssh://host:2222", "host"),
         ("https://u@h.com:443", "h.com"),

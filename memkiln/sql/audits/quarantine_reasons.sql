@@ -3,6 +3,7 @@ select reason, count(*) as entries
 from quarantine
 where reason not in (
     'invalid_json', 'not_an_object', 'invalid_utf8', 'truncated_line', 'binary_file',
-    'corrupt_compressed', 'unreadable_file', 'unrecognized_format', 'duplicate_rollout'
+    'corrupt_compressed', 'unreadable_file', 'unrecognized_format', 'duplicate_rollout',
+    'line_too_long', 'file_too_large', 'no_session', 'bad_timestamp'
 )
 group by reason;

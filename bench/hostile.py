@@ -1,0 +1,226 @@
+"""Hostile archives: sessions, file names and compressed files that once stopped a whole run.
+
+Writes an archive holding good sessions beside
+
+- sessions whose timestamps are out of range (year 0), far in the future (2031, 9999),
+  without a zone, or garbage;
+- a session file whose name is not UTF-8 (``caf\\xe9.jsonl``, bytes as an old zip or a macOS
+  copy leaves them);
+- compressed bombs and long lines: a ``.jsonl.zst`` of zeros, a ``.jsonl.gz`` of a repeated
+  line, a plain file holding one very long line beside good lines;
+- two sessions in two different long working directories (made only of the base64
+  alphabet, so they look like an inline image to the blob rule);
+
+then runs ``memkiln run --backfill`` on it through the console script, as a user would
+(``MEMKILN_*`` variables, Prefect off or on), under ``/usr/bin/time -v``, and prints a table:
+the exit code, the lines that say what was set aside, whether a traceback appeared, the
+projects and session summaries written, and the peak RSS. Run from the repository root:
+
+    python bench/hostile.py                     # full sizes: 2 GiB zst, 1 GiB gz, 300 MB line
+    python bench/hostile.py --small             # the same shapes, small (seconds)
+    python bench/hostile.py --write-only DIR    # only write the archive to DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import zstandard
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from tests.builders import codex_lines, uid, write_rollout  # noqa: E402
+
+MEMKILN = str(Path(sys.executable).with_name("memkiln"))
+GOOD_SESSIONS = 6
+#: Timestamps a session may carry that once stopped a run, by name.
+BAD_TIMESTAMPS = {
+    "year0": "0000-01-01T00:00:00Z",
+    "year9999": "9999-12-31T23:59:59Z",
+    "future2031": "2031-06-01T10:00:00Z",
+    "no_zone": "2026-10-02T10:00:00",
+    "garbage": "yesterday at noon",
+}
+#: The long working directories (601 characters of the base64 alphabet) of point 6.
+LONG_CWDS = ("/home/dev/" + "a" * 600, "/home/dev/" + "b" * 600)
+
+
+def session_lines(n: int, at: datetime, **kw: object) -> list[dict[str, object]]:
+    return codex_lines(
+        uid(n),
+        request=f"Task {n}: make the checkout page show the tax line; always run the linter first",
+        at=at,
+        calls=[("npm run lint", "Exit code: 0\nOutput:\nno problems")],
+        **kw,  # type: ignore[arg-type]
+    )
+
+
+def with_timestamp(lines: list[dict[str, object]], stamp: str) -> list[dict[str, object]]:
+    """Every line of a session with ``stamp`` as its timestamp (the header's too)."""
+    out = []
+    for line in lines:
+        line = dict(line)
+        line["timestamp"] = stamp
+        if line["type"] == "session_meta":
+            line["payload"] = {**line["payload"], "timestamp": stamp}  # type: ignore[dict-item]
+        out.append(line)
+    return out
+
+
+def write_archive(archive: Path, *, small: bool) -> dict[str, list[str]]:
+    """Write the hostile archive; return the names of what it holds, by kind."""
+    start = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
+    kinds: dict[str, list[str]] = {"good": [], "bad": []}
+    for i in range(GOOD_SESSIONS):
+        at = start + timedelta(hours=i)
+        write_rollout(archive, uid(i), session_lines(i, at), at)
+        kinds["good"].append(uid(i))
+    n = 100
+    for name, stamp in BAD_TIMESTAMPS.items():  # 1. timestamps
+        at = start + timedelta(days=1, hours=n - 100)
+        path = write_rollout(archive, uid(n), with_timestamp(session_lines(n, at), stamp), at)
+        kinds["bad"].append(f"timestamp {name}: {path.name}")
+        n += 1
+    weird = archive / "old-zip"  # 2. a file name that is not UTF-8
+    weird.mkdir(parents=True, exist_ok=True)
+    at = start + timedelta(days=2)
+    body = "".join(json.dumps(x) + "\n" for x in session_lines(n, at)).encode()
+    name = b"caf\xe9-" + uid(n).encode() + b".jsonl"
+    with open(os.path.join(os.fsencode(weird), name), "wb") as fh:
+        fh.write(body)
+    kinds["bad"].append("file name caf\\xe9")
+    kinds["good"].append(uid(n))  # its session is good: it is read by its bytes
+    n += 1
+    bombs = archive / "bombs"  # 3. decompression bombs and a long line
+    bombs.mkdir(parents=True, exist_ok=True)
+    zeros = (64 if small else 2048) * 1024 * 1024
+    zst = zstandard.ZstdCompressor(level=19).compressobj()
+    with open(bombs / "zeros.jsonl.zst", "wb") as fh:
+        block = b"\0" * (16 * 1024 * 1024)
+        for _ in range(zeros // len(block)):
+            fh.write(zst.compress(block))
+        fh.write(zst.flush())
+    kinds["bad"].append(f"zst of {zeros >> 20} MiB of zeros")
+    repeated = (32 if small else 1024) * 1024 * 1024
+    line = json.dumps({"type": "noise", "payload": {"text": "x" * 200}}).encode() + b"\n"
+    with gzip.open(bombs / "repeated.jsonl.gz", "wb", compresslevel=9) as gz:
+        block = line * ((1024 * 1024) // len(line))
+        for _ in range(repeated // len(block)):
+            gz.write(block)
+    kinds["bad"].append(f"gz of {repeated >> 20} MiB of one repeated line")
+    long_line = (16 if small else 300) * 1000 * 1000
+    at = start + timedelta(days=3)
+    lines = session_lines(n, at)
+    with open(write_rollout(archive, uid(n), lines, at), "ab") as fh:
+        fh.write(
+            b'{"timestamp":"2026-10-04T09:00:00Z","type":"response_item","payload":'
+            b'{"type":"message","role":"user","content":[{"type":"input_text","text":"'
+        )
+        fh.write(b"y" * long_line)
+        fh.write(b'"}]}}\n')
+        fh.write((json.dumps(lines[-1]) + "\n").encode())
+    kinds["bad"].append(f"one line of {long_line // 1_000_000} MB")
+    kinds["good"].append(uid(n))  # the rest of its file is kept
+    n += 1
+    for cwd in LONG_CWDS:  # 6. long working directories
+        at = start + timedelta(days=4, hours=n)
+        write_rollout(archive, uid(n), session_lines(n, at, cwd=cwd, remote=None), at)
+        kinds["good"].append(uid(n))
+        n += 1
+    return kinds
+
+
+def run_memkiln(archive: Path, work: Path, *, prefect: bool) -> dict[str, object]:
+    env = {
+        **os.environ,
+        "MEMKILN_ARCHIVE": str(archive),
+        "MEMKILN_DB": str(work / "memkiln.duckdb"),
+        "MEMKILN_OUT": str(work / "memories"),
+        "MEMKILN_PREFECT": "true" if prefect else "false",
+        "MEMKILN_PROGRESS": "false",
+        "PREFECT_HOME": str(work / "prefect-home"),
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+        "DO_NOT_TRACK": "1",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "90",
+    }
+    started = time.monotonic()
+    proc = subprocess.run(
+        ["/usr/bin/time", "-v", MEMKILN, "run", "--backfill"],
+        env=env,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=3600,
+        check=False,
+    )
+    seconds = time.monotonic() - started
+    peak = re.search(r"Maximum resident set size \(kbytes\): (\d+)", proc.stderr)
+    stderr = proc.stderr.split("\tCommand being timed")[0]
+    return {
+        "exit": proc.returncode,
+        "seconds": seconds,
+        "peak_gb": int(peak.group(1)) / 1e6 if peak else float("nan"),
+        "stdout": proc.stdout,
+        "stderr": stderr,
+        "traceback": "Traceback" in proc.stdout + stderr,
+    }
+
+
+def memories_of(out: Path) -> list[str]:
+    return sorted(p.parent.name for p in out.glob("*/raw_memories.md"))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--small", action="store_true", help="small bombs and lines")
+    parser.add_argument("--prefect", action="store_true", help="run as a Prefect flow")
+    parser.add_argument("--write-only", type=Path, help="write the archive here and stop")
+    args = parser.parse_args()
+    if args.write_only:
+        kinds = write_archive(args.write_only, small=args.small)
+        print(json.dumps(kinds, indent=2))
+        return 0
+    work = Path(tempfile.mkdtemp(prefix="memkiln-hostile-"))
+    try:
+        kinds = write_archive(work / "archive", small=args.small)
+        result = run_memkiln(work / "archive", work, prefect=args.prefect)
+        out_lines = [ln for ln in (result["stdout"] + result["stderr"]).splitlines() if ln]  # type: ignore[operator]
+        print("\n".join(out_lines))
+        print()
+        set_aside = [ln for ln in out_lines if ln.startswith("set aside: ")]
+        summaries = list((work / "memories").glob("*/rollout_summaries/*.md"))
+        print(
+            "| archive | prefect | exit | lines set aside | traceback | projects with memories "
+            "| session summaries | time (s) | peak RSS (GB) |"
+        )
+        print("|---|---|---|---|---|---|---|---|---|")
+        print(
+            f"| {'small' if args.small else 'full'} | {args.prefect} | {result['exit']} "
+            f"| {len(set_aside)} | {result['traceback']} "
+            f"| {len(memories_of(work / 'memories'))} | {len(summaries)} "
+            f"| {result['seconds']:.0f} | {result['peak_gb']:.2f} |"
+        )
+        print(
+            f"bad inputs: {len(kinds['bad'])}; sessions that should give a memory: "
+            f"{len(kinds['good'])}"
+        )
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
