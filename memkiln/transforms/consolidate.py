@@ -279,7 +279,7 @@ def render_memory_summary(
     lists = [
         ("Do: the user's preferences, in their words", texts("preferences", SUMMARY_PREFERENCES)),
         ("Avoid: what failed, and what worked instead", texts("failures", SUMMARY_PITFALLS)),
-        ("Check commands that exited 0", commands_that_worked(merged)),
+        ("Commands that exited 0, checks first", commands_that_worked(merged)),
         ("Decisions and facts the user stated", texts("knowledge", SUMMARY_KNOWLEDGE)),
     ]
     body: list[str] = []

@@ -125,14 +125,17 @@ ONE_OFF_COMMAND = (
     r"cherry-pick|revert|clone|init|reset)|gh (?:issue|pr|release|repo) (?:create|comment|"
     r"close|edit|merge)|sed -i|perl -[a-z]*i|mkdir|mv|cp|rm|touch|chmod|chown|ln|kill|pkill|"
     r"killall|npm version|npm publish|cargo publish|twine upload|"
-    r"(?:npm|pnpm|yarn|bun) (?:run )?(?:publish|release|version\S*|deploy\S*))\b"
+    r"(?:npm|pnpm|yarn|bun) (?:run )?(?:publish|release|version\S*|deploy\S*)|"
+    r"(?:cargo|npm|pnpm|yarn|git|uv|poetry|go mod) init)\b"
 )
 #: Read-only inspection: never remembered as a command that worked.
 TRIVIAL_COMMAND = (
     r"^(?:ls|ll|cat|bat|less|more|sed -n|head|tail|rg|grep|egrep|fgrep|ag|find|fd|pwd|echo|"
     r"printf|wc|git (?:status|diff|log|show|branch|remote|rev-parse|ls-files|blame|stash list)|"
     r"nl|tree|which|type|whereis|file|stat|du|df|date|env|printenv|Get-Content|Get-ChildItem|"
-    r"Select-String|dir|applypatch|apply_patch|open|xdg-open|code|gh (?:issue|pr|run|repo) "
+    r"Select-String|dir|applypatch|apply_patch|open|xdg-open|code|"
+    r"(?:sqlite3|psql|mysql|duckdb) [^|;&]*(?:\.schema|\.tables|\bselect\b|\\d)|"
+    r"gh (?:issue|pr|run|repo) "
     r"(?:view|list|status)|jq|awk|sort|uniq|diff|true|:|sleep|clear|history|man|help)\b"
     r"|--version\b|--help\b|^\S+ -[vVh]$|<<|\n"
 )
@@ -312,7 +315,10 @@ ONE_OFF_REQUEST = (
     r"(?i)^(?:(?:yes|ok(?:ay)?|also|and|then|now|so|alright|right)[,.!]?\s+)*(?:please\s+)?"
     r"(?:remove|make|add|change|update|rename|move|fix|create|implement|replace|delete|write|"
     r"put|set|do it|let's|go ahead|try)\b|\b(?:yet|for now|right now|this time|today|"
-    r"at the moment|in this (?:pr|commit|change))\b"
+    r"at the moment|for the moment|in this (?:pr|commit|change)|"
+    r"until (?:we|i|it|this|that)(?:'re|'m| are| am| is)? (?:done|finished|ready))\b"
+    # a condition, not a rule ("if this turns out to be a barrier, you can stop using nix")
+    r"|^(?:however,?\s+|but\s+|and\s+)?if\b"
 )
 #: A clause that starts a preference after a comma or semicolon.
 CLAUSE_BREAK = r"([,;])\s+((?i:i'd prefer|i prefer|we prefer|i'd rather|we'd rather)\b)"
@@ -349,7 +355,7 @@ def _sentences(texts: list[str], pattern: str, limit: int) -> list[str]:
     )
     hits = (
         frame.select(pl.col("t").str.strip_chars().str.replace(LIST_MARKER, "").str.strip_chars())
-        .filter(~pl.col("t").str.contains(ONE_OFF_REQUEST) if pattern == PREFERENCE else True)
+        .filter(~pl.col("t").str.contains(ONE_OFF_REQUEST) if pattern != FACT else pl.lit(True))
         .filter(
             pl.col("t").str.contains(pattern)
             & (pl.col("t").str.len_chars().is_between(12, 300))

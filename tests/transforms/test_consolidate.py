@@ -123,7 +123,7 @@ def test_memory_summary_leads_with_do_and_avoid_and_leaves_out_file_lists() -> N
     assert " the user's preferences, in their words\n\n- Always run the linter first." in lead
     assert "`npm test` failed" in lead.split("## Avoid:", 1)[1]
     # the command from two sessions first, each command once
-    assert "## Check commands that exited 0\n\n- `pnpm test`\n- `pnpm lint`\n" in lead
+    assert "## Commands that exited 0, checks first\n\n- `pnpm test`\n- `pnpm lint`\n" in lead
     assert "Fact: the API runs on port 8080" in lead.split("## Decisions and facts", 1)[1]
     assert "Files changed" not in lead and "Commands that worked:" not in lead
     assert "`ls dist`" not in lead  # a slip of the agent's, not a pitfall of the project
