@@ -250,6 +250,12 @@ def _prefect_defaults() -> None:
     os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "90")
     os.environ.setdefault("PREFECT_LOGGING_LEVEL", "INFO")
     os.environ.setdefault("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", "WARNING")
+    if not os.environ.get("PREFECT_API_URL"):
+        # the temporary API server shares the terminal: when a scheduler stops the process
+        # group it is stopped too, and its services log the cancelled flush of their events
+        # as an error with a traceback, after the run's own one line; its failures reach
+        # memkiln through the API anyway
+        os.environ.setdefault("PREFECT_SERVER_LOGGING_LEVEL", "CRITICAL")
     # Prefect creates its home at import, without parents, and warns when it cannot (also
     # under --no-prefect); a home that cannot be made is reported when a flow needs it
     with contextlib.suppress(OSError):
