@@ -26,6 +26,21 @@ from memkiln.transforms.text import clean_text
 TEMP_PREFIX = ".memkiln-tmp-"
 
 
+def replace_atomically(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` as one step: a new temporary file beside it, synced, then
+    renamed over it (a reader sees the old bytes or the new ones, never a part)."""
+    temp = path.parent / f"{TEMP_PREFIX}{uuid.uuid4().hex}"
+    try:
+        with open(temp, "xb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(temp, path)
+    finally:
+        if temp.exists():
+            temp.unlink()
+
+
 class UnsafePathError(ConfigError):
     """A path would land outside the output root or go through a link."""
 
@@ -85,16 +100,7 @@ class OutputRoot:
         except FileNotFoundError:
             pass
         target.parent.mkdir(parents=True, exist_ok=True)
-        temp = target.parent / f"{TEMP_PREFIX}{uuid.uuid4().hex}"
-        try:
-            with open(temp, "wb") as fh:
-                fh.write(data)
-                fh.flush()
-                os.fsync(fh.fileno())
-            os.replace(temp, target)
-        finally:
-            if temp.exists():
-                temp.unlink()
+        replace_atomically(target, data)
         return True
 
     def read(self, rel: str) -> str | None:

@@ -19,12 +19,12 @@ from __future__ import annotations
 import json
 import os
 import tomllib
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from memkiln.io.memory_files import TEMP_PREFIX, replace_atomically
 from memkiln.transforms.publish import (
     CLAUDE_NAME_CHARS,
     CLAUDE_TOPIC,
@@ -52,7 +52,6 @@ from memkiln.transforms.publish import (
 )
 from memkiln.transforms.redact import RuleSet
 
-TEMP_PREFIX = ".memkiln-tmp-"
 _TRUE = ("1", "true", "yes", "on")
 
 
@@ -243,16 +242,7 @@ def write_atomic(base: Path, path: Path, data: bytes) -> list[Path]:
             (current / FOLDER_MARKER).write_text(FOLDER_MARKER_TEXT, encoding="utf-8")
             created.append(current)
     check_links(base, path)
-    temp = path.parent / f"{TEMP_PREFIX}{uuid.uuid4().hex}"
-    try:
-        with open(temp, "xb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(temp, path)
-    finally:
-        if temp.exists():
-            temp.unlink()
+    replace_atomically(path, data)
     return created
 
 
