@@ -133,9 +133,9 @@ def run(phase: str, state: Path, bench: Bench) -> float:
 
 
 def run_in_process(phase: str, state: Path, base_url: str) -> None:
-    from memkiln.flows.consolidate import consolidate_store
-    from memkiln.flows.extract import extract_store
-    from memkiln.flows.ingest import ingest_archive
+    from memkiln.pipeline.consolidate import consolidate_store
+    from memkiln.pipeline.extract import extract_store
+    from memkiln.pipeline.ingest import ingest_archive
     from memkiln.settings import Settings
 
     settings = Settings(

@@ -25,10 +25,10 @@ import asyncio  # noqa: E402
 
 import duckdb  # noqa: E402
 
-from memkiln.flows.extract import extract_store  # noqa: E402
-from memkiln.flows.ingest import ingest_archive  # noqa: E402
 from memkiln.io.rules import load_rules  # noqa: E402
 from memkiln.llm.requests import build_requests  # noqa: E402
+from memkiln.pipeline.extract import extract_store  # noqa: E402
+from memkiln.pipeline.ingest import ingest_archive  # noqa: E402
 from memkiln.settings import Settings  # noqa: E402
 from tests.builders import make_archive  # noqa: E402
 

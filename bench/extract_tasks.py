@@ -86,7 +86,8 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
         many(args.n)
         extra: dict[str, Any] = {"tasks": args.n}
     else:
-        from memkiln.flows.extract import extract_flow, extract_store
+        from memkiln.flows.extract import extract_flow
+        from memkiln.pipeline.extract import extract_store
         from memkiln.settings import Options, Settings
 
         fields: dict[str, Any] = {
@@ -148,7 +149,7 @@ def _db_size(home: Path) -> int:
 
 
 def ingest(archive: Path, db: Path) -> None:
-    from memkiln.flows.ingest import ingest_archive
+    from memkiln.pipeline.ingest import ingest_archive
     from memkiln.settings import Settings
 
     ingest_archive(Settings(archive=archive, db=db, progress=False))

@@ -104,7 +104,7 @@ def _files(archive: Path) -> list[Path]:
 
 
 def phase_memkiln(archive: Path, db: Path) -> dict:  # type: ignore[type-arg]
-    from memkiln.flows.ingest import ingest_archive
+    from memkiln.pipeline.ingest import ingest_archive
     from memkiln.settings import Settings
 
     for p in (db, db.with_name(db.name + ".wal")):

@@ -41,12 +41,12 @@ sys.path.insert(0, str(REPO))
 import duckdb  # noqa: E402
 import openai  # noqa: E402
 
-from memkiln.flows.extract import extract_store  # noqa: E402
-from memkiln.flows.ingest import ingest_archive  # noqa: E402
 from memkiln.io.rules import load_rules  # noqa: E402
 from memkiln.llm import backends, engine  # noqa: E402
 from memkiln.llm.ratelimit import Pace, Seen, Ticket  # noqa: E402
 from memkiln.llm.requests import build_requests, request_tokens  # noqa: E402
+from memkiln.pipeline.extract import extract_store  # noqa: E402
+from memkiln.pipeline.ingest import ingest_archive  # noqa: E402
 from memkiln.settings import Settings  # noqa: E402
 from memkiln.transforms.tokens import count_tokens  # noqa: E402
 from tests.builders import make_archive  # noqa: E402

@@ -62,8 +62,8 @@ def _rss_mb() -> float:
 def _plan(archive: Path, db: Path) -> list:  # type: ignore[type-arg]
     """The ingest batches of ``archive`` against an empty store (as ``memkiln ingest``)."""
     from memkiln.constants import INGEST_BATCH_FILES
-    from memkiln.flows.ingest import plan_archive
     from memkiln.io.store import open_store
+    from memkiln.pipeline.ingest import plan_archive
     from memkiln.settings import Settings
     from memkiln.transforms.plan import batches
 
@@ -94,9 +94,9 @@ def phase_prepare(archive: Path, db: Path) -> dict:  # type: ignore[type-arg]
 
 
 def phase_writer(archive: Path, db: Path) -> dict:  # type: ignore[type-arg]
-    from memkiln.flows.plain_ingest import writer_settings
     from memkiln.io.loader import PreparedBatch, frame_to_ipc, prepare_batch_ipc, write_batch
     from memkiln.io.store import open_store, recorded_run
+    from memkiln.pipeline.ingest import writer_settings
 
     todo = _plan(archive, db)
     prepared = [prepare_batch_ipc(frame_to_ipc(b)) for b in todo]
@@ -115,7 +115,7 @@ def phase_writer(archive: Path, db: Path) -> dict:  # type: ignore[type-arg]
 
 
 def phase_pipeline(archive: Path, db: Path, workers: int) -> dict:  # type: ignore[type-arg]
-    from memkiln.flows.ingest import ingest_archive
+    from memkiln.pipeline.ingest import ingest_archive
     from memkiln.settings import Settings
 
     settings = Settings(archive=archive, db=db)
@@ -127,7 +127,7 @@ def phase_pipeline(archive: Path, db: Path, workers: int) -> dict:  # type: igno
         import distributed
 
         from memkiln.io.loader import PreparedBatch, frame_to_ipc, prepare_batch_ipc
-        from memkiln.io.runner import ordered_results
+        from memkiln.pipeline.runner import ordered_results
 
         with (
             distributed.LocalCluster(

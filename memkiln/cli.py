@@ -38,9 +38,8 @@ from memkiln.settings import (
 from memkiln.transforms.report import EXIT_FAILURES, EXIT_LOCKED, EXIT_OK, EXIT_USAGE, Section
 
 if TYPE_CHECKING:
-    from memkiln.flows.plain_backfill import BackfillSummary
-    from memkiln.flows.plain_run import RunSummary
-    from memkiln.transforms.summaries import ConsolidateSummary, ExtractSummary, IngestSummary
+    from memkiln.pipeline.runner import Runner
+    from memkiln.transforms.summaries import IngestSummary
 
 try:  # typer >= 0.23 carries its own copy of click
     from typer._click import exceptions as click_errors
@@ -48,7 +47,6 @@ except ImportError:  # pragma: no cover
     from click import exceptions as click_errors  # type: ignore[no-redef]  # same module
 
 T = TypeVar("T")
-Flow = TypeVar("Flow", bound=Callable[..., Any])
 
 app = typer.Typer(
     name="memkiln",
@@ -232,13 +230,6 @@ def _settings_and_sources(
     return load_settings(given, flags=flags, config=config)
 
 
-def _on_runner(flow: Flow, settings: Settings) -> Flow:
-    """``flow`` on the task runner the settings name (see ``memkiln.io.runner``)."""
-    from memkiln.io.runner import with_task_runner
-
-    return with_task_runner(flow, kind=settings.task_runner, address=settings.dask_address)
-
-
 def _prefect_defaults() -> None:
     """Defaults that make Prefect quiet, offline and self-contained (set before anything
     imports Prefect, which reads its settings at import time). Run logs (INFO) go to the
@@ -271,39 +262,17 @@ def allocator_defaults() -> None:
     os.environ.setdefault(POLARS_ALLOCATOR_ENV, POLARS_ALLOCATOR_CONF)
 
 
-def _prefect_environment() -> None:
-    """Make sure Prefect's home exists (Prefect creates it without parents, and fails), and
-    that a temporary API server this run starts ends with it, even when it is killed."""
-    if not os.environ.get("PREFECT_API_URL"):
-        from memkiln.io.server_watch import watch_ephemeral_server
-
-        watch_ephemeral_server()
-    try:
-        Path(os.environ["PREFECT_HOME"]).expanduser().mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise MemkilnError(
-            f"cannot create Prefect's home {os.environ['PREFECT_HOME']}: {exc.strerror}; "
-            "set PREFECT_HOME or MEMKILN_HOME to a writable directory"
-        ) from exc
-
-
-#: The line a terminal shows while Prefect starts (the flow's first line replaces it).
-PREFECT_STARTING = (
-    "starting Prefect (its API server and database take a few seconds; "
-    "--no-prefect runs without it)"
-)
-
-
 def _hold(
     settings: Settings,
     *,
     create: bool,
-    work: Callable[[bool], T],
+    work: Callable[[Runner], T],
     needs_prefect: Callable[[], bool] | None = None,
 ) -> T:
     """Hold the store (exit 3 at once if another run does), check it can be written, then
     start Prefect (if the settings ask for it and ``needs_prefect``, if given, agrees) and do
-    the work, told whether it runs under Prefect."""
+    the work on the runner that gives (``memkiln.flows.launch``)."""
+    from memkiln.flows.launch import runner_for
     from memkiln.io.lock import hold_store
     from memkiln.io.progress import Reporter
 
@@ -317,14 +286,7 @@ def _hold(
             reporter.waiting(f"opening {settings.db}")
             _check_db(settings.db)
             prefect = settings.prefect and (needs_prefect is None or needs_prefect())
-            if prefect:
-                reporter.waiting(PREFECT_STARTING)
-                if not os.environ.get("PREFECT_API_URL"):
-                    from memkiln.io.signals import starting
-
-                    starting("Prefect was starting (its temporary API server)")
-                _prefect_environment()
-            return work(prefect)
+            return work(runner_for(settings, prefect=prefect, reporter=reporter))
     finally:
         Reporter.done_waiting()
 
@@ -337,7 +299,7 @@ def _check_db(db: Path) -> None:
 
 
 def _check_archive(settings: Settings) -> Path:
-    from memkiln.flows.plain_ingest import check_archive
+    from memkiln.pipeline.ingest import check_archive
 
     if settings.archive is None:
         raise ConfigError(
@@ -423,17 +385,9 @@ def ingest(
     _check_archive(settings)
     check_runner(settings)
 
-    def work(prefect: bool) -> IngestSummary:
-        if prefect:
-            from memkiln.flows.ingest import ingest_flow
+    from memkiln.pipeline.ingest import ingest_job
 
-            return _on_runner(ingest_flow, settings)(_options(settings))
-        from memkiln.flows.plain_ingest import ingest_archive
-        from memkiln.io.progress import Reporter
-
-        return ingest_archive(settings, reporter=Reporter(enabled=settings.progress))
-
-    summary = _hold(settings, create=True, work=work)
+    summary = _hold(settings, create=True, work=lambda runner: runner.job(ingest_job, settings))
     _print([ingest_section(summary)], caption=f"run {summary.run_id[:12]}")
     _print_set_aside(summary)
     if summary.quarantined:
@@ -443,11 +397,6 @@ def ingest(
             markup=False,
         )
     return EXIT_OK
-
-
-def _options(settings: Settings) -> Options:
-    """The flows' parameter: the settings as a plain model."""
-    return Options(**dict(settings))
 
 
 @app.command()
@@ -485,17 +434,9 @@ def extract(
     settings = _settings(locals(), config)
     check_backend(settings)
 
-    def work(prefect: bool) -> ExtractSummary:
-        if prefect:
-            from memkiln.flows.extract import extract_flow
+    from memkiln.pipeline.extract import extract_job
 
-            return _on_runner(extract_flow, settings)(_options(settings))
-        from memkiln.flows.plain_extract import extract_store
-        from memkiln.io.progress import Reporter
-
-        return extract_store(settings, reporter=Reporter(enabled=settings.progress))
-
-    summary = _hold(settings, create=False, work=work)
+    summary = _hold(settings, create=False, work=lambda runner: runner.job(extract_job, settings))
     if _print_estimate(summary.estimate, as_json=as_json, run_id=summary.run_id):
         return EXIT_OK
     if as_json:
@@ -540,56 +481,37 @@ def run(
 
     This is what a scheduler runs each night (system cron, or 'memkiln serve').
     """
-    from memkiln.transforms.summaries import (
-        consolidate_section,
-        extract_section,
-        ingest_section,
-        notes,
-        run_exit_code,
-    )
+    from memkiln.pipeline.run import run_job, run_report
+    from memkiln.transforms.summaries import run_exit_code
 
     settings = _settings(locals(), config)
     _check_archive(settings)
     check_backend(settings)
     _check_out(settings.out)
 
-    def work(prefect: bool) -> RunSummary:
-        if prefect:
-            from memkiln.flows.run import run_flow
-
-            return _on_runner(run_flow, settings)(_options(settings))
-        from memkiln.flows.plain_run import run_job
-
-        return run_job(settings)
-
     skipped: list[bool] = []
 
     def needs_prefect() -> bool:
         """Prefect's temporary API server costs more than a run with nothing new (see
         ``memkiln.flows.nothing_new``): such a run goes without it."""
-        from memkiln.flows.nothing_new import prefect_worth_starting
+        from memkiln.flows import nothing_new
 
-        worth = prefect_worth_starting(settings)
+        worth = nothing_new.prefect_worth_starting(settings)
         skipped.extend([] if worth else [True])
         return worth
 
-    summary = _hold(settings, create=True, work=work, needs_prefect=needs_prefect)
+    summary = _hold(
+        settings,
+        create=True,
+        work=lambda runner: runner.job(run_job, settings),
+        needs_prefect=needs_prefect,
+    )
     if _print_estimate(summary.estimate, as_json=as_json, run_id=summary.run_id):
         return EXIT_OK
     if as_json:
         code = run_exit_code(extract=summary.extract, consolidate=summary.consolidate)
         return _print_counters(summary, code)
-    sections = [
-        ingest_section(summary.ingest),
-        extract_section(summary.extract),
-        consolidate_section(summary.consolidate),
-    ]
-    attention = notes(extract=summary.extract, consolidate=summary.consolidate)
-    if summary.publish is not None:
-        from memkiln.transforms.publish import publish_section
-
-        sections.append(publish_section(summary.publish))
-        attention += summary.publish.lines
+    sections, attention = run_report(summary)
     _print(sections, attention, f"run {summary.run_id[:12]}")
     _print_set_aside(summary.ingest)
     _console().print(f"memory files: {settings.out}/INDEX.md", highlight=False, markup=False)
@@ -651,16 +573,9 @@ def backfill(
     check_backend(settings)
     _check_out(settings.out)
 
-    def work(prefect: bool) -> BackfillSummary:
-        if prefect:
-            from memkiln.flows.backfill import backfill_flow
+    from memkiln.pipeline.backfill import backfill_job
 
-            return _on_runner(backfill_flow, settings)(_options(settings))
-        from memkiln.flows.plain_backfill import backfill_job
-
-        return backfill_job(settings)
-
-    summary = _hold(settings, create=True, work=work)
+    summary = _hold(settings, create=True, work=lambda runner: runner.job(backfill_job, settings))
     if _print_estimate(summary.estimate, as_json=as_json, run_id=summary.run_id):
         return EXIT_OK
     extracted = summary.extract
@@ -734,18 +649,11 @@ def consolidate(
     check_backend(settings)
     _check_out(settings.out)
 
-    def work(prefect: bool) -> ConsolidateSummary:
-        if prefect:
-            from memkiln.flows.consolidate import consolidate_flow
+    from memkiln.pipeline.consolidate import consolidate_job
 
-            return _on_runner(consolidate_flow, settings)(_options(settings), project)
-        from memkiln.flows.plain_consolidate import consolidate_store
-        from memkiln.io.progress import Reporter
-
-        reporter = Reporter(enabled=settings.progress)
-        return consolidate_store(settings, project=project, reporter=reporter)
-
-    summary = _hold(settings, create=False, work=work)
+    summary = _hold(
+        settings, create=False, work=lambda runner: runner.job(consolidate_job, settings, project)
+    )
     if project is not None and not summary.projects:
         raise ConfigError(
             f"no project with memories matches {project!r}; "
@@ -799,7 +707,7 @@ def publish_command(
     --dry-run lists what would change and writes nothing. An agent that is not installed, or
     whose memory is off, is skipped with one line.
     """
-    from memkiln.flows.plain_publish import publish_store
+    from memkiln.pipeline.publish import publish_store
     from memkiln.transforms.publish import TARGETS, publish_section
 
     settings = _settings(locals(), config)
@@ -814,7 +722,7 @@ def publish_command(
     summary = _hold(
         settings,
         create=False,
-        work=lambda _prefect: publish_store(
+        work=lambda _runner: publish_store(
             settings, targets=targets, remove=remove, project=project
         ),
         needs_prefect=lambda: False,  # publishing is file work: always in-process
@@ -881,7 +789,9 @@ def serve(
     )
     check_backend(settings)
     _check_out(settings.out)
-    options = _options(settings)
+    from memkiln.flows.launch import options_of
+
+    options = options_of(settings)
     parameters = {"options": options.model_dump(mode="json", context=AS_GIVEN)}
     _refuse_secrets_in_parameters(options, parameters["options"])
     if not os.environ.get("PREFECT_API_URL"):
@@ -889,39 +799,9 @@ def serve(
             "serve needs a Prefect server: start one ('prefect server start') and set "
             "PREFECT_API_URL (e.g. http://127.0.0.1:4200/api); or call 'memkiln run' from cron"
         )
-    from prefect.client.schemas.schedules import construct_schedule
+    from memkiln.flows.serving import serve_nightly
 
-    try:
-        construct_schedule(cron=cron)
-    except ValueError as exc:
-        raise ConfigError(f"invalid --cron {cron!r}: {str(exc).splitlines()[0]}") from None
-    _prefect_environment()
-    _check_prefect_server(os.environ["PREFECT_API_URL"])
-    from memkiln.flows.run import run_flow
-    from memkiln.flows.run_logs import quiet_keepalive_tracebacks
-    from memkiln.flows.serving import (
-        forkserver_flow_runs,
-        one_run_at_a_time,
-        report_skipped_runs,
-        serve_deployment,
-    )
-
-    forkserver_flow_runs()
-    report_skipped_runs()
-    quiet_keepalive_tracebacks()
-    served = _on_runner(run_flow, settings)  # the configured task runner, as 'run' does
-    signum = serve_deployment(
-        served,
-        name=name,
-        cron=cron,
-        parameters=parameters,
-        limit=one_run_at_a_time(),  # a run due while one runs is cancelled
-        on_ready=lambda: print(
-            f"memkiln serve: deployment {served.name}/{name} runs on cron {cron!r} "
-            "(one run at a time); waiting for runs; SIGTERM or Ctrl-C stops",
-            flush=True,
-        ),
-    )
+    signum = serve_nightly(settings, name=name, cron=cron, parameters=parameters)
     if signum is not None:
         import signal
 
@@ -930,25 +810,6 @@ def serve(
             "in progress is cancelled (Cancelled in Prefect), the next run closes its records\n"
         )
         raise typer.Exit(128 + signum)
-
-
-def _check_prefect_server(url: str) -> None:
-    """The Prefect server ``serve`` registers with answers its health check (Prefect's own
-    client), else one line: a configuration error, not a traceback."""
-    from prefect.client.orchestration import get_client
-
-    from memkiln.io.rules import load_rules
-    from memkiln.transforms.redact import redact_text
-
-    with get_client(sync_client=True) as client:
-        problem = client.api_healthcheck()
-    if problem is not None:
-        why = (str(problem).splitlines() or [""])[0]
-        raise ConfigError(
-            f"the Prefect server at PREFECT_API_URL={redact_text(url, rules=load_rules())} "
-            f"cannot be reached ({type(problem).__name__}: {why}): "
-            "start it ('prefect server start') or correct PREFECT_API_URL"
-        )
 
 
 def _refuse_secrets_in_parameters(options: Options, as_given: dict[str, Any]) -> None:

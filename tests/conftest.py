@@ -131,7 +131,7 @@ def rollout_corpus() -> Path:
 def _ingest_corpus(folder: Path) -> None:
     import json
 
-    from memkiln.flows.ingest import ingest_archive
+    from memkiln.pipeline.ingest import ingest_archive
     from memkiln.settings import Settings
 
     shutil.copytree(SHARED_CORPUS / "rollouts", folder / "corpus")

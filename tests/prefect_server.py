@@ -27,7 +27,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from memkiln.io.server_watch import PARENT_ENV, WATCHED_APP
+from memkiln.flows.server_watch import PARENT_ENV, WATCHED_APP
 
 #: Seconds the shared server may take to answer its first health check (a loaded machine).
 START_TIMEOUT_S = 120

@@ -1,4 +1,5 @@
-"""The layers of the README's Architecture section: each imports only from those below it."""
+"""The layers of the README's Architecture section: each imports only from those below it;
+Prefect (and prefect-dask) only in ``memkiln/flows/``."""
 
 from __future__ import annotations
 
@@ -11,11 +12,21 @@ PACKAGE = Path(__file__).resolve().parents[1] / "memkiln"
 
 #: layer -> the memkiln layers it must not import
 FORBIDDEN = {
-    "transforms": ("memkiln.io", "memkiln.llm", "memkiln.flows", "memkiln.cli"),
-    "io": ("memkiln.llm", "memkiln.flows", "memkiln.cli"),
-    "llm": ("memkiln.flows", "memkiln.cli"),
+    "transforms": (
+        "memkiln.io",
+        "memkiln.llm",
+        "memkiln.pipeline",
+        "memkiln.flows",
+        "memkiln.cli",
+    ),
+    "io": ("memkiln.llm", "memkiln.pipeline", "memkiln.flows", "memkiln.cli"),
+    "llm": ("memkiln.pipeline", "memkiln.flows", "memkiln.cli"),
+    "pipeline": ("memkiln.flows", "memkiln.cli"),
     "flows": ("memkiln.cli",),
 }
+
+#: The packages of the orchestrator, imported only by ``memkiln/flows/``.
+ORCHESTRATOR = ("prefect", "prefect_dask")
 
 
 def imported(path: Path) -> set[str]:
@@ -43,3 +54,31 @@ def test_the_checker_sees_a_forbidden_import(tmp_path: Path) -> None:
     module = tmp_path / "m.py"
     module.write_text("def f():\n    from memkiln.flows.run import run_flow\n", encoding="utf-8")
     assert "memkiln.flows.run" in imported(module)
+
+
+def _orchestrator_imports(path: Path) -> set[str]:
+    return {n for n in imported(path) if n.split(".")[0] in ORCHESTRATOR}
+
+
+def test_prefect_is_imported_only_in_flows() -> None:
+    # every module outside memkiln/flows/, function-level imports included
+    wrong = {
+        f"{path.relative_to(PACKAGE.parent)} imports {name}"
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if (PACKAGE / "flows") not in path.parents
+        for name in _orchestrator_imports(path)
+    }
+    assert not wrong, sorted(wrong)
+
+
+def test_the_checker_sees_prefect_imported(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text(
+        "import prefect.server.api.server as s\n"
+        "def f():\n    from prefect_dask.task_runners import DaskTaskRunner\n",
+        encoding="utf-8",
+    )
+    assert _orchestrator_imports(module) == {
+        "prefect.server.api.server",
+        "prefect_dask.task_runners",
+    }

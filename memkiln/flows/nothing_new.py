@@ -5,10 +5,10 @@ API server (a uvicorn child with its own SQLite database) and stops it at the en
 measured 20 s wall and 7 CPU-s on a loaded 2-core machine before anything runs, where a
 whole nightly run with nothing new takes about 5 s without Prefect (``bench/startup.py``,
 ``bench/RESULTS.md``). So a run whose archive has no new or changed file runs the same
-recipe without Prefect (``memkiln.flows.plain_run.run_job``): the same work, the same
-records in the store, only no flow run in that temporary server's database. A run against a
-running Prefect server (``PREFECT_API_URL``) always goes through Prefect: there it costs
-about 2.6 s and shows in the UI.
+recipe without Prefect (``memkiln.pipeline.run.run_job`` on ``LocalRunner``): the same work,
+the same records in the store, only no flow run in that temporary server's database. A run
+against a running Prefect server (``PREFECT_API_URL``) always goes through Prefect: there
+it costs about 2.6 s and shows in the UI.
 
 Deciding wrongly costs nothing but that: the plain recipe does whatever there is to do
 (sessions that became idle enough, answers of an OpenAI batch, a failed project retried).
@@ -32,8 +32,8 @@ def prefect_worth_starting(settings: Settings) -> bool:
     changed file since the last ingest (the caller holds the store)."""
     if os.environ.get("PREFECT_API_URL") or settings.archive is None:
         return True
-    from memkiln.flows.plain_ingest import check_archive, plan_archive
     from memkiln.io.store import open_store
+    from memkiln.pipeline.ingest import check_archive, plan_archive
 
     con = open_store(settings.db)
     try:

@@ -160,3 +160,67 @@ def stop_forkserver() -> None:
     stop = getattr(server, "_stop", None)
     if stop is not None and getattr(server, "_forkserver_pid", None) is not None:
         stop()
+
+
+def check_cron(cron: str) -> None:
+    """A ``ConfigError`` unless Prefect reads ``cron`` as a schedule."""
+    from prefect.client.schemas.schedules import construct_schedule
+
+    from memkiln.errors import ConfigError
+
+    try:
+        construct_schedule(cron=cron)
+    except ValueError as exc:
+        raise ConfigError(f"invalid --cron {cron!r}: {str(exc).splitlines()[0]}") from None
+
+
+def check_prefect_server(url: str) -> None:
+    """The Prefect server ``serve`` registers with answers its health check (Prefect's own
+    client), else one line: a configuration error, not a traceback."""
+    from prefect.client.orchestration import get_client
+
+    from memkiln.errors import ConfigError
+    from memkiln.io.rules import load_rules
+    from memkiln.transforms.redact import redact_text
+
+    with get_client(sync_client=True) as client:
+        problem = client.api_healthcheck()
+    if problem is not None:
+        why = (str(problem).splitlines() or [""])[0]
+        raise ConfigError(
+            f"the Prefect server at PREFECT_API_URL={redact_text(url, rules=load_rules())} "
+            f"cannot be reached ({type(problem).__name__}: {why}): "
+            "start it ('prefect server start') or correct PREFECT_API_URL"
+        )
+
+
+def serve_nightly(settings: Any, *, name: str, cron: str, parameters: dict[str, Any]) -> int | None:
+    """``memkiln serve`` once its settings are checked: the cron checked, the Prefect server
+    reached, then the nightly flow served on the configured task runner until a signal stops
+    it; returns the signal's number (None when the runner ended by itself)."""
+    import os
+
+    from memkiln.flows.launch import on_task_runner, prefect_environment
+
+    check_cron(cron)
+    prefect_environment()
+    check_prefect_server(os.environ["PREFECT_API_URL"])
+    from memkiln.flows.run import run_flow
+    from memkiln.flows.run_logs import quiet_keepalive_tracebacks
+
+    forkserver_flow_runs()
+    report_skipped_runs()
+    quiet_keepalive_tracebacks()
+    served = on_task_runner(run_flow, settings)  # the configured task runner, as 'run' does
+    return serve_deployment(
+        served,
+        name=name,
+        cron=cron,
+        parameters=parameters,
+        limit=one_run_at_a_time(),  # a run due while one runs is cancelled
+        on_ready=lambda: print(
+            f"memkiln serve: deployment {served.name}/{name} runs on cron {cron!r} "
+            "(one run at a time); waiting for runs; SIGTERM or Ctrl-C stops",
+            flush=True,
+        ),
+    )

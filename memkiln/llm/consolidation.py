@@ -2,7 +2,7 @@
 transforms), ask the model when the backend has one, write what changed under the output
 root and record the outcome (``consolidate_project``, ``Consolidation.projects``); then the
 projects left without memories and the index. The consolidate flow calls the steps of
-``Consolidation`` in order (``memkiln.flows.consolidate``)."""
+``Consolidation`` in order (``memkiln.pipeline.consolidate``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The stage-one extraction engine: one run's state and the steps the extract flow calls in
-order (``memkiln.flows.extract``): take over what a dead run left, select, then estimate (a
+order (``memkiln.pipeline.extract``): take over what a dead run left, select, then estimate (a
 dry run), submit a batch (openai-batch) or send the requests with bounded concurrency, and
 close.
 

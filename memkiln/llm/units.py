@@ -13,7 +13,7 @@ needs no store and runs where the dispatch puts it:
   session's chunk requests and their merge are one call).
 
 ``Local`` runs both in the flow's process (``--no-prefect``, the same functions as the
-tasks). ``memkiln.flows.extract.Tasks`` submits them as Prefect tasks on the flow's task
+tasks). ``memkiln.flows.dispatch.Tasks`` submits them as Prefect tasks on the flow's task
 runner (threads, or Dask worker processes), each building its backend from the options.
 What crosses processes: kept items and session rows as Arrow IPC, requests and outcomes as
 JSON-able dicts (``*_to_wire`` / ``*_from_wire``), never pickled frames or connections.

@@ -384,7 +384,7 @@ def model_files(output: ConsolidationOutput, *, rules: RuleSet) -> tuple[dict[st
 def heuristic_files(project_key: str, selected: pl.DataFrame) -> dict[str, str]:
     """Every file of a project's folder under the heuristic backend, by path under the
     output root: pure work on the project's selected memories, so it can run as a task
-    anywhere (``memkiln.flows.consolidate.render_task``)."""
+    anywhere (``memkiln.flows.tasks.render_task``)."""
     folder = project_dirname(project_key)
     files = {f"{folder}/{k}": v for k, v in deterministic_files(project_key, selected).items()}
     consolidated = heuristic_consolidation(project_key, selected)

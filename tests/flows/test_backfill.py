@@ -18,12 +18,12 @@ import duckdb
 import pytest
 
 from memkiln.errors import ConfigError
-from memkiln.flows.backfill import backfill_job
-from memkiln.flows.extract import extract_store
-from memkiln.flows.ingest import ingest_archive
-from memkiln.flows.run import run_job
 from memkiln.io.jobs import selection_reasons
 from memkiln.io.store import fetch_pl, open_store, sql
+from memkiln.pipeline.backfill import backfill_job
+from memkiln.pipeline.extract import extract_store
+from memkiln.pipeline.ingest import ingest_archive
+from memkiln.pipeline.run import run_job
 from memkiln.settings import Settings
 from memkiln.transforms.tokens import count_tokens
 from tests.builders import codex_lines, make_archive, uid, write_rollout

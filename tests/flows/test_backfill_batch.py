@@ -10,7 +10,7 @@ import duckdb
 import pytest
 
 import memkiln.llm.engine as engine
-from memkiln.flows.backfill import backfill_job
+from memkiln.pipeline.backfill import backfill_job
 from memkiln.settings import Settings
 from tests.builders import make_archive, uid
 from tests.fake_openai import FakeOpenAI, Reply, last_user_text

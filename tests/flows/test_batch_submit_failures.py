@@ -8,8 +8,8 @@ from pathlib import Path
 
 import duckdb
 
-from memkiln.flows.extract import extract_store
-from memkiln.flows.ingest import ingest_archive
+from memkiln.pipeline.extract import extract_store
+from memkiln.pipeline.ingest import ingest_archive
 from tests.fake_openai import FakeOpenAI, Reply
 from tests.flows.test_backfill_batch import batch_settings
 

@@ -198,9 +198,9 @@ def test_consolidating_a_project_that_matches_nothing_says_so(
     sample_archive: Path, tmp_path: Path
 ) -> None:
     db, out = tmp_path / "m.duckdb", tmp_path / "memories"
-    from memkiln.flows.consolidate import consolidate_store
-    from memkiln.flows.extract import extract_store
-    from memkiln.flows.ingest import ingest_archive
+    from memkiln.pipeline.consolidate import consolidate_store
+    from memkiln.pipeline.extract import extract_store
+    from memkiln.pipeline.ingest import ingest_archive
     from memkiln.settings import Settings
 
     settings = Settings(archive=sample_archive, db=db, out=out, backfill=True)

@@ -16,10 +16,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from memkiln.flows.consolidate import consolidate_store
-from memkiln.flows.extract import extract_store
-from memkiln.flows.ingest import ingest_archive
 from memkiln.io.store import open_store
+from memkiln.pipeline.consolidate import consolidate_store
+from memkiln.pipeline.extract import extract_store
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 from memkiln.transforms.guidance import MEMORY_GUIDANCE
 from memkiln.transforms.tokens import count_tokens

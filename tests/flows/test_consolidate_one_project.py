@@ -9,9 +9,9 @@ from pathlib import Path
 
 import duckdb
 
-from memkiln.flows.plain_consolidate import consolidate_store
-from memkiln.flows.plain_extract import extract_store
-from memkiln.flows.plain_ingest import ingest_archive
+from memkiln.pipeline.consolidate import consolidate_store
+from memkiln.pipeline.extract import extract_store
+from memkiln.pipeline.ingest import ingest_archive
 from tests.flows.test_consolidate import T0, add_session, folders, settings, snapshot
 
 SHOP = "github.com/acme/shop"

@@ -22,7 +22,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from memkiln.io.runner import LOCAL_DASK_WORKERS
+from memkiln.flows.task_runners import LOCAL_DASK_WORKERS
 
 MEMKILN = str(Path(sys.executable).with_name("memkiln"))
 

@@ -15,11 +15,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from memkiln.flows.extract import extract_store
-from memkiln.flows.ingest import ingest_archive
 from memkiln.io.jobs import claim_many, release_orphans
 from memkiln.io.store import fetch_pl, open_store
 from memkiln.llm.ratelimit import TRIES_PER_REQUEST
+from memkiln.pipeline.extract import extract_store
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 from memkiln.transforms.prompts import STAGE_ONE_PROMPT_VERSION
 from memkiln.transforms.summaries import ExtractSummary

@@ -12,9 +12,9 @@ from typing import Any
 import duckdb
 import pytest
 
-from memkiln.flows.extract import extract_store
-from memkiln.flows.ingest import ingest_archive
 from memkiln.io.prices import PriceBook
+from memkiln.pipeline.extract import extract_store
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 from memkiln.transforms.summaries import extract_section
 from tests.builders import ts, uid

@@ -13,8 +13,6 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from memkiln.flows.extract import extract_store
-from memkiln.flows.ingest import ingest_archive
 from memkiln.io.rules import load_rules
 from memkiln.llm.ratelimit import (
     GIVE_UP_AFTER,
@@ -24,6 +22,8 @@ from memkiln.llm.ratelimit import (
     seen_in,
 )
 from memkiln.llm.requests import build_requests, request_tokens
+from memkiln.pipeline.extract import extract_store
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 from memkiln.transforms.tokens import count_tokens
 from tests.builders import make_archive

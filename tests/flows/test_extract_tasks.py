@@ -16,8 +16,8 @@ from typing import Any
 import duckdb
 import pytest
 
-from memkiln.flows.extract import Tasks, extract_flow, extract_store
-from memkiln.flows.ingest import ingest_archive
+from memkiln.flows.dispatch import Tasks
+from memkiln.flows.extract import extract_flow
 from memkiln.io.jobs import Outcome
 from memkiln.io.rules import load_rules
 from memkiln.io.store import open_store
@@ -36,6 +36,8 @@ from memkiln.llm.units import (
     request_from_wire,
     request_to_wire,
 )
+from memkiln.pipeline.extract import extract_store
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Options, Settings
 from tests.builders import make_archive
 from tests.fake_openai import FakeOpenAI

@@ -11,8 +11,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from memkiln.flows.ingest import ingest_archive
 from memkiln.io.store import table_counts
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 from memkiln.transforms.summaries import IngestSummary
 

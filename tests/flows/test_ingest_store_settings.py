@@ -11,9 +11,9 @@ import duckdb
 import pytest
 
 from memkiln.constants import INGEST_DUCKDB_THREADS, PARSER_DUCKDB_THREADS
-from memkiln.flows import plain_ingest
-from memkiln.flows.ingest import ingest_archive
 from memkiln.io import loader
+from memkiln.pipeline import ingest as plain_ingest
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from memkiln.flows.extract import extract_store
-from memkiln.flows.ingest import ingest_archive
 from memkiln.io.rules import load_rules
 from memkiln.llm.requests import stage_one_input_for_file
+from memkiln.pipeline.extract import extract_store
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 from tests.transforms.test_redact import (
     FIXTURE_SECRETS,

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from memkiln.flows.nothing_new import WITHOUT_PREFECT, prefect_worth_starting
-from memkiln.flows.plain_run import run_job
+from memkiln.pipeline.run import run_job
 from memkiln.settings import Settings
 from tests.flows.test_cli import memkiln
 from tests.imports import LIST_IMPORTS, orchestration_imported

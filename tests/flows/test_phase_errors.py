@@ -10,8 +10,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from memkiln.flows import plain_extract
-from memkiln.flows.plain_backfill import backfill_job
+from memkiln.pipeline import extract as plain_extract
+from memkiln.pipeline.backfill import backfill_job
 from memkiln.settings import Settings
 from tests.builders import make_archive
 from tests.flows.test_cli import memkiln, one_line_error

@@ -13,11 +13,11 @@ import duckdb
 import pytest
 
 from memkiln.constants import STAGE_ONE_MAX_OUTPUT_TOKENS
-from memkiln.flows.extract import extract_store
-from memkiln.flows.ingest import ingest_archive
 from memkiln.io.rules import load_rules
 from memkiln.io.store import fetch_pl, sql
 from memkiln.llm.requests import stage_one_input_for_file
+from memkiln.pipeline.extract import extract_store
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 from memkiln.transforms.filtering import filter_memory_items
 from memkiln.transforms.render import stage_one_inputs

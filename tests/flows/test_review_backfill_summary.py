@@ -4,7 +4,7 @@ sent in chunks, their chunk and merge requests and the messages cut count as the
 
 from __future__ import annotations
 
-from memkiln.flows.backfill import BackfillSummary
+from memkiln.pipeline.backfill import BackfillSummary
 from memkiln.transforms.summaries import ExtractSummary, extract_section
 
 

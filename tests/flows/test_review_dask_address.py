@@ -13,7 +13,7 @@ import duckdb
 import pytest
 
 from memkiln.errors import ConfigError
-from memkiln.io.runner import with_task_runner
+from memkiln.flows.task_runners import with_task_runner
 from tests.flows.test_cli import MEMKILN
 from tests.flows.test_operations import clean_env
 

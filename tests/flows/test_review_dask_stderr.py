@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from memkiln.io.runner import task_runner
+from memkiln.flows.task_runners import task_runner
 
 #: The port Dask's scheduler serves its HTTP routes on by default.
 DASK_HTTP_PORT = 8787

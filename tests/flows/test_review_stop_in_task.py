@@ -16,8 +16,6 @@ import duckdb
 import pytest
 
 from memkiln.errors import Interrupted
-from memkiln.flows.extract import extract_store
-from memkiln.flows.ingest import ingest_archive
 from memkiln.io.jobs import Outcome
 from memkiln.io.rules import load_rules
 from memkiln.io.store import open_store
@@ -31,6 +29,8 @@ from memkiln.llm.units import (
     request_to_wire,
     stop_calls,
 )
+from memkiln.pipeline.extract import extract_store
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 from memkiln.transforms.states import OutcomeKind
 from tests.builders import make_archive

@@ -9,11 +9,11 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from memkiln.flows.extract import extract_store
-from memkiln.flows.ingest import ingest_archive
 from memkiln.io.rules import load_rules
 from memkiln.llm.backends import HeuristicBackend
 from memkiln.llm.units import Group, Local, Ready
+from memkiln.pipeline.extract import extract_store
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 from tests.builders import make_archive
 

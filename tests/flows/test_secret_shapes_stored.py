@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from memkiln.flows.ingest import ingest_archive
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 from tests.flows.test_no_secret_survives import store_texts
 from tests.transforms.test_redact import FIXTURE_SECRETS, _tool_call_arguments, _tool_output

@@ -66,7 +66,7 @@ def test_a_run_without_prefect_imports_neither_prefect_nor_dask(
     # ``memkiln run --no-prefect`` (the store above) does not pay for importing Prefect
     db, _ = store
     stderr = (db.parent / "run-stderr.txt").read_text(encoding="utf-8")
-    assert "memkiln.flows.plain_run" in imported(stderr)  # the list is complete
+    assert "memkiln.pipeline.run" in imported(stderr)  # the list is complete
     assert orchestration_imported(stderr) == []
 
 

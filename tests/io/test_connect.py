@@ -11,9 +11,9 @@ import pytest
 
 import memkiln
 from memkiln.errors import StoreError
-from memkiln.flows.ingest import ingest_archive
 from memkiln.io.snapshot import Publisher, publish, snapshot_path
 from memkiln.io.store import open_store
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 
 

@@ -9,7 +9,8 @@ from concurrent.futures import Future
 import pytest
 
 from memkiln.errors import ConfigError
-from memkiln.io.runner import ordered_results, task_runner, with_task_runner
+from memkiln.flows.task_runners import task_runner, with_task_runner
+from memkiln.pipeline.runner import ordered_results
 
 
 def test_results_come_in_order_with_at_most_ahead_in_flight_beside_the_one_handed_over() -> None:
@@ -40,7 +41,10 @@ def test_the_thread_runner_leaves_a_flow_as_it_is_and_a_dask_address_needs_dask(
 def test_a_heartbeat_after_the_scheduler_closed_is_dropped_and_nothing_else() -> None:
     import logging
 
-    from memkiln.io.runner import HEARTBEAT_AFTER_SCHEDULER, quiet_heartbeat_after_scheduler
+    from memkiln.flows.task_runners import (
+        HEARTBEAT_AFTER_SCHEDULER,
+        quiet_heartbeat_after_scheduler,
+    )
 
     seen: list[str] = []
 
@@ -69,7 +73,7 @@ def test_a_heartbeat_after_the_scheduler_closed_is_dropped_and_nothing_else() ->
 
 
 def test_the_workers_of_a_local_cluster_drop_that_heartbeat_while_a_phase_runs() -> None:
-    from memkiln.io.runner import quiet_heartbeat_after_scheduler, stopped_with
+    from memkiln.flows.task_runners import quiet_heartbeat_after_scheduler, stopped_with
 
     ran: list[object] = []
 
@@ -97,7 +101,7 @@ def test_the_workers_of_a_local_cluster_drop_that_heartbeat_while_a_phase_runs()
 def test_a_worker_killed_because_it_was_slow_to_close_is_not_told_and_nothing_else() -> None:
     import logging
 
-    from memkiln.io.runner import quiet_worker_killed_at_close
+    from memkiln.flows.task_runners import quiet_worker_killed_at_close
 
     seen: list[str] = []
 
@@ -127,7 +131,7 @@ def test_a_worker_killed_because_it_was_slow_to_close_is_not_told_and_nothing_el
 def test_a_task_cancelled_as_a_worker_closes_is_not_told_and_nothing_else() -> None:
     import logging
 
-    from memkiln.io.runner import quiet_heartbeat_after_scheduler
+    from memkiln.flows.task_runners import quiet_heartbeat_after_scheduler
 
     seen: list[str] = []
 

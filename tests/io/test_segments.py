@@ -11,8 +11,8 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from memkiln.flows.extract import extract_store
-from memkiln.flows.ingest import ingest_archive
+from memkiln.pipeline.extract import extract_store
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 from tests.builders import make_archive
 from tests.fake_openai import FakeOpenAI

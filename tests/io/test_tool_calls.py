@@ -9,7 +9,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
-from memkiln.flows.ingest import ingest_archive
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 from memkiln.transforms.tool_calls import build_tool_calls
 

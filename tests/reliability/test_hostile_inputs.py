@@ -23,13 +23,13 @@ import zstandard
 
 from memkiln.constants import MAX_LINE_BYTES
 from memkiln.errors import InputError
-from memkiln.flows.plain_ingest import ingest_archive
-from memkiln.flows.plain_run import run_job
 from memkiln.io.archive import FileStat, LongLine, _unzstd, read_file
 from memkiln.io.html_report import write_report
 from memkiln.io.rules import load_rules
 from memkiln.io.store import fetch_pl
 from memkiln.llm.requests import stage_one_input_for_file
+from memkiln.pipeline.ingest import ingest_archive
+from memkiln.pipeline.run import run_job
 from memkiln.settings import Settings
 from memkiln.transforms.project import project_key
 from tests.builders import codex_lines, uid, write_rollout

@@ -15,8 +15,8 @@ from pathlib import Path
 import duckdb
 import polars as pl
 
-from memkiln.flows.ingest import ingest_archive
 from memkiln.io.loader import parse_lines
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 from memkiln.transforms.normalize import build_items, build_rollouts
 from tests.flows.test_no_secret_survives import store_texts

@@ -29,7 +29,7 @@ def peak_mb():
         for line in fh:
             if line.startswith("VmHWM:"):
                 return int(line.split()[1]) // 1024
-from memkiln.flows.ingest import ingest_archive
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 before = peak_mb()
 summary = ingest_archive(Settings(archive=sys.argv[1], db=sys.argv[2]))

@@ -11,9 +11,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from memkiln.flows.consolidate import consolidate_store
-from memkiln.flows.extract import extract_store
-from memkiln.flows.ingest import ingest_archive
+from memkiln.pipeline.consolidate import consolidate_store
+from memkiln.pipeline.extract import extract_store
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 from tests.fake_openai import FakeOpenAI, Reply
 

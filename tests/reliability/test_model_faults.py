@@ -10,10 +10,10 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from memkiln.flows.consolidate import consolidate_store
-from memkiln.flows.extract import extract_store
-from memkiln.flows.ingest import ingest_archive
 from memkiln.llm.ratelimit import TRIES_PER_REQUEST
+from memkiln.pipeline.consolidate import consolidate_store
+from memkiln.pipeline.extract import extract_store
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 from tests.builders import make_archive, uid
 from tests.fake_openai import TRICK_SECRET, FakeOpenAI, Reply, last_user_text

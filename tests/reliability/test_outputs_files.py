@@ -15,11 +15,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from memkiln.flows.consolidate import consolidate_store
-from memkiln.flows.extract import extract_store
-from memkiln.flows.ingest import ingest_archive
 from memkiln.io.memory_files import OutputRoot
 from memkiln.io.rules import load_rules
+from memkiln.pipeline.consolidate import consolidate_store
+from memkiln.pipeline.extract import extract_store
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 from memkiln.transforms.consolidate import heuristic_consolidation, model_files, with_stems
 from memkiln.transforms.guidance import MEMORY_GUIDANCE

@@ -16,8 +16,8 @@ import zstandard
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memkiln.flows.plain_ingest import ingest_archive
 from memkiln.io.archive import FileStat, read_file
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 from memkiln.transforms.settle import CLOCK_SKEW, EARLIEST_TIME
 from tests.reliability.ingest_harness import ingest_bytes, jsonl

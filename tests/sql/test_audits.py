@@ -8,9 +8,9 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from memkiln.flows.extract import extract_store
-from memkiln.flows.ingest import ingest_archive
 from memkiln.io.store import audits, open_store
+from memkiln.pipeline.extract import extract_store
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from memkiln.flows.ingest import ingest_archive
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 from tests.sample_db import SampleDb, shared_sample_db
 

@@ -10,8 +10,8 @@ import duckdb
 import polars as pl
 import pytest
 
-from memkiln.flows.ingest import ingest_archive
 from memkiln.io.store import fetch_pl
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 from memkiln.transforms.filtering import filter_memory_items
 from memkiln.transforms.heuristic import RolloutFacts, extract_heuristic

@@ -1,4 +1,4 @@
--- One file a publish looked at (memkiln.flows.plain_publish.record_steps).
+-- One file a publish looked at (memkiln.pipeline.publish.record_steps).
 insert into publications as p (target, path, project_key, kind, status, action, reason,
     bytes, first_published_at, changed_at, checked_at, run_id)
 values ($target, $path, $project, $kind, $status, $action, $reason, $bytes,

@@ -1,9 +1,11 @@
-"""Where a run's stateless work executes: Prefect's thread runner, or Dask (prefect-dask).
+"""Where a run's stateless work executes under Prefect: the thread runner, or Dask
+(prefect-dask).
 
 The CPU-heavy steps that need no store (an ingest batch read, redacted, parsed and
 normalized into Arrow; one project's memory files rendered) run as Prefect tasks on the
-flow's task runner. The flow process stays the only DuckDB writer: it submits a bounded
-number of tasks ahead and writes each result, in order, as it arrives. Results that cross
+flow's task runner (``memkiln.flows.tasks.PrefectRunner.map``). The flow process stays the
+only DuckDB writer: it submits a bounded number of tasks ahead and writes each result, in
+order, as it arrives. Results that cross
 processes are Arrow IPC bytes (``memkiln.io.loader.PreparedBatch.to_ipc``) or short
 strings, never pickled rows.
 
@@ -20,15 +22,13 @@ import os
 import signal
 import socket
 import sys
-from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from functools import cache
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
 from memkiln.errors import ConfigError
 
-A = TypeVar("A")
 F = TypeVar("F")
 
 #: Worker processes of the local Dask cluster (``--task-runner dask`` without an address):
@@ -53,10 +53,6 @@ LARGE_GRAPH = "4GiB"
 
 #: Seconds a Dask scheduler (``dask_address``) has to accept a connection before the run.
 PROBE_SECONDS = 10.0
-
-
-class Resolvable(Protocol):
-    def result(self) -> Any: ...
 
 
 def with_task_runner(flow: F, *, kind: str, address: str | None = None) -> F:
@@ -198,28 +194,6 @@ def current_runner() -> Any | None:
 
     context = FlowRunContext.get()
     return context.task_runner if context is not None else None
-
-
-def ordered_results(
-    submit: Callable[[A], Resolvable], args: Iterable[A], *, ahead: int
-) -> Iterator[Any]:
-    """``submit(a).result()`` for every ``a`` of ``args``, in order, keeping ``ahead`` (at
-    least one) submitted while the caller holds the result handed over: memory holds at most
-    ``ahead + 1`` results, whatever the length of ``args``."""
-    ahead = max(1, ahead)
-    pending: deque[Resolvable] = deque()
-    it = iter(args)
-    for a in it:
-        pending.append(submit(a))
-        if len(pending) >= ahead:
-            break
-    while pending:
-        result = pending.popleft().result()
-        for a in it:
-            pending.append(submit(a))
-            break
-        yield result
-        del result
 
 
 @contextmanager

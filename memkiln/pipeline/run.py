@@ -1,6 +1,15 @@
-"""The whole job in this process alone, without Prefect (``memkiln run --no-prefect``):
-the recipe of ``memkiln.flows.run``, whose flow runs the same phases as tasks, and what both
-share (the summary, the counters, a dry run's estimate). Nothing here imports Prefect.
+"""The whole job, what a scheduler runs each night (``memkiln run``, ``memkiln serve``).
+
+1. hold the store (one run per database at a time) and record the run
+2. ingest (new and changed files only)
+3. extract (eligible sessions whose stored output is not up to date)
+4. consolidate (projects whose memories changed); a dry run estimates it instead
+5. with the ``publish`` setting: place the memory where the agents named load it
+6. close the run record with every phase's counters; report the summary
+
+Each phase runs on the job's runner (``memkiln.pipeline.runner``): here, or under Prefect as
+a task of the ``memkiln-run`` flow (``memkiln.flows.run``). Also here, what the jobs share:
+the summary, the counters, a dry run's estimate. Nothing here imports Prefect.
 """
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
@@ -9,23 +18,35 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
+from typing import Any, TypeVar
 
 from memkiln.errors import ConfigError
-from memkiln.flows.ephemeral import stoppable
-from memkiln.flows.plain_consolidate import consolidate_store
-from memkiln.flows.plain_extract import extract_store
-from memkiln.flows.plain_ingest import check_archive, ingest_archive
-from memkiln.flows.plain_publish import publish_store
 from memkiln.io.lock import hold_store
 from memkiln.io.prices import PriceBook
 from memkiln.io.progress import Reporter
 from memkiln.io.store import Counters, linked_runs, open_store, recorded_parent_run
 from memkiln.io.usage import consolidation_estimate, record_estimate
 from memkiln.llm.backends import HEURISTIC_MODEL
+from memkiln.pipeline.consolidate import consolidate
+from memkiln.pipeline.extract import extract
+from memkiln.pipeline.ingest import check_archive, ingest
+from memkiln.pipeline.publish import publish
+from memkiln.pipeline.runner import LocalRunner, Runner
 from memkiln.settings import Settings
 from memkiln.transforms.estimate import DEFAULT_STAGE_ONE_OUTPUT_TOKENS, Estimate
-from memkiln.transforms.publish import PublishSummary
-from memkiln.transforms.summaries import ConsolidateSummary, ExtractSummary, IngestSummary
+from memkiln.transforms.publish import PublishSummary, publish_section
+from memkiln.transforms.report import Section
+from memkiln.transforms.summaries import (
+    ConsolidateSummary,
+    ExtractSummary,
+    IngestSummary,
+    consolidate_section,
+    extract_section,
+    ingest_section,
+)
+from memkiln.transforms.summaries import notes as attention_notes
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -119,16 +140,17 @@ def whole_job(
     *,
     command: str,
     counts: Callable[[], Counters],
-    flow_run_id: str | None = None,
+    runner: Runner,
 ) -> Iterator[str]:
     """What a whole job (``run``, ``backfill``) holds while its phases run: the archive
     checked, the store held, a stop handled, and its own run recorded, whose id it yields.
-    Each phase's run is linked to it, or, under Prefect, to the flow run (``flow_run_id``)."""
+    Each phase's run is linked to it, or, under Prefect, to the flow run."""
     if archive is None:
         raise ConfigError("no archive to ingest: set --archive, MEMKILN_ARCHIVE or archive")
     shown = str(check_archive(archive).resolve())
     record = partial(recorded_parent_run, db, command=command, archive=shown, counts=counts)
-    with hold_store(db), stoppable():
+    with hold_store(db), runner.guarded():
+        flow_run_id = runner.flow_run_id()
         if flow_run_id is not None:
             with linked_runs(flow_run_id=flow_run_id), record() as run_id:
                 yield run_id
@@ -137,20 +159,62 @@ def whole_job(
                 yield run_id
 
 
-def run_job(settings: Settings) -> RunSummary:
-    """The recipe of ``run_flow`` in this process alone, without Prefect (``--no-prefect``)."""
+def run_job(settings: Settings, runner: Runner | None = None) -> RunSummary:
+    """``memkiln run``: ingest, extract, consolidate (then publish), each phase on ``runner``."""
+    runner = runner or LocalRunner()
     reporter = Reporter(enabled=settings.progress)
+    # 1. hold the store and record the run
     summary = RunSummary()
     with whole_job(
-        settings.db, settings.archive, command="run", counts=summary.counters
+        settings.db, settings.archive, command="run", counts=summary.counters, runner=runner
     ) as summary.run_id:
-        summary.ingest = ingest_archive(settings, reporter=reporter)
-        summary.extract = extract_store(settings, reporter=reporter)
+        # 2.-4. the phases, each recorded as a run whose parent is this one
+        phase = Phases(runner, settings, parent_run_id=summary.run_id, reporter=reporter)
+        summary.ingest = phase(ingest)
+        runner.log_phase(ingest_section(summary.ingest))
+        summary.extract = phase(extract)
+        runner.log_phase(extract_section(summary.extract))
         if settings.dry_run:  # no phase 2 files; its requests are estimated instead
             summary.estimate = dry_run_estimate(settings, summary.extract, run_id=summary.run_id)
         else:
-            used = spent(summary.extract)
-            summary.consolidate = consolidate_store(settings, reporter=reporter, spent_before=used)
+            summary.consolidate = phase(consolidate, spent_before=spent(summary.extract))
+            runner.log_phase(consolidate_section(summary.consolidate))
+            # 5. the agents' read paths
             if settings.publish:
-                summary.publish = publish_store(settings, targets=settings.publish)
+                summary.publish = phase(publish)
+    # 6. report the summary
+    runner.report("memkiln run", *run_report(summary))
     return summary
+
+
+class Phases:
+    """``runner.phase(p, settings, …)`` with the job's settings, parent run and reporter."""
+
+    def __init__(
+        self, runner: Runner, settings: Settings, *, parent_run_id: str, reporter: Reporter
+    ) -> None:
+        self.runner, self.settings = runner, settings
+        self.parent_run_id, self.reporter = parent_run_id, reporter
+
+    def __call__(self, phase: Callable[..., T], **kwargs: Any) -> T:
+        return self.runner.phase(
+            phase,
+            self.settings,
+            parent_run_id=self.parent_run_id,
+            reporter=self.reporter,
+            **kwargs,
+        )
+
+
+def run_report(summary: RunSummary) -> tuple[list[Section], list[str]]:
+    """A run's summary: its sections and the lines that need attention."""
+    sections = [
+        ingest_section(summary.ingest),
+        extract_section(summary.extract),
+        consolidate_section(summary.consolidate),
+    ]
+    attention = attention_notes(extract=summary.extract, consolidate=summary.consolidate)
+    if summary.publish is not None:
+        sections.append(publish_section(summary.publish))
+        attention = [*attention, *summary.publish.lines]
+    return sections, attention

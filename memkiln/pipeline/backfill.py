@@ -1,6 +1,18 @@
-"""A backfill in this process alone, without Prefect (``memkiln backfill --no-prefect``):
-the recipe of ``memkiln.flows.backfill``, whose flow runs the same phases as tasks, and what
-both share (the summary, the settings of a backfill, when to take another batch). Nothing
+"""A backfill over years of history (``memkiln backfill``).
+
+1. hold the store and record the run (command ``backfill``)
+2. ingest the archive (new and changed files only)
+3. extract every eligible session whose own dates fall in ``since``..``until`` (the nightly
+   age window does not apply), in backfill rounds of ``max_rollouts_per_run`` sessions, each
+   an extraction run of its own, until none is left, the budget is reached or a round stops
+   early; with ``--wait`` (openai-batch), until every Batch API job has ended and been
+   applied
+4. consolidate (projects whose memories changed); a dry run estimates it instead
+5. close the run record with the counters of every phase and round
+
+Interrupted anywhere, the next invocation goes on: finished sessions are up to date, jobs
+of the killed run are taken over, and a round takes only sessions not yet done. Each phase
+runs on the job's runner (under Prefect, a task of the ``memkiln-backfill`` flow). Nothing
 here imports Prefect.
 """
 
@@ -9,15 +21,24 @@ import sys
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from memkiln.flows.plain_consolidate import consolidate_store
-from memkiln.flows.plain_extract import extract_store
-from memkiln.flows.plain_ingest import ingest_archive
-from memkiln.flows.plain_run import dry_run_estimate, merge_counters, whole_job
 from memkiln.io.progress import Reporter
 from memkiln.llm.batch import wait_for_batches
+from memkiln.pipeline.consolidate import consolidate
+from memkiln.pipeline.extract import extract
+from memkiln.pipeline.ingest import ingest
+from memkiln.pipeline.run import Phases, dry_run_estimate, merge_counters, whole_job
+from memkiln.pipeline.runner import LocalRunner, Runner
 from memkiln.settings import Options, Settings
 from memkiln.transforms.estimate import Estimate
-from memkiln.transforms.summaries import ConsolidateSummary, ExtractSummary, IngestSummary
+from memkiln.transforms.summaries import (
+    ConsolidateSummary,
+    ExtractSummary,
+    IngestSummary,
+    consolidate_section,
+    extract_section,
+    ingest_section,
+    notes,
+)
 
 #: A dry run looks at every batch at once: the per-run limit is lifted to this.
 ALL_SESSIONS = 2**62
@@ -106,24 +127,42 @@ def _say(line: str) -> None:
     print(line, file=sys.stderr, flush=True)
 
 
-def backfill_job(settings: Settings) -> BackfillSummary:
-    """The recipe of ``backfill_flow`` in this process alone, without Prefect (``--no-prefect``)."""
+def backfill_job(settings: Settings, runner: Runner | None = None) -> BackfillSummary:
+    """``memkiln backfill``: ingest, extraction rounds until none is left, consolidate; each
+    phase on ``runner``."""
+    runner = runner or LocalRunner()
+    # 1. hold the store and record the run
     settings = backfill_settings(settings)
     reporter = Reporter(enabled=settings.progress)
     summary = BackfillSummary()
     with whole_job(
-        settings.db, settings.archive, command="backfill", counts=summary.counters
+        settings.db, settings.archive, command="backfill", counts=summary.counters, runner=runner
     ) as summary.run_id:
-        summary.ingest = ingest_archive(settings, reporter=reporter)
+        phase = Phases(runner, settings, parent_run_id=summary.run_id, reporter=reporter)
+        # 2. ingest
+        summary.ingest = phase(ingest)
+        # 3. extract in rounds
         spent = 0.0
         while True:
-            batch = extract_store(settings, reporter=reporter, spent_before=spent)
+            batch = phase(extract, spent_before=spent)
             summary.batches.append(batch)
             spent += batch.cost_usd
             if not more_to_do(batch) and not wait_then_again(settings, batch):
                 break
+        # 4. consolidate, or estimate it
         if settings.dry_run:
             summary.estimate = dry_run_estimate(settings, batch, run_id=summary.run_id)
         else:
-            summary.consolidate = consolidate_store(settings, reporter=reporter, spent_before=spent)
+            summary.consolidate = phase(consolidate, spent_before=spent)
+    # 5. report the summary
+    sections = [
+        ingest_section(summary.ingest),
+        extract_section(summary.extract),
+        consolidate_section(summary.consolidate),
+    ]
+    runner.report(
+        "memkiln backfill",
+        sections,
+        notes(extract=summary.extract, consolidate=summary.consolidate),
+    )
     return summary

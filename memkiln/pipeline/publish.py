@@ -1,6 +1,5 @@
-"""Publishing in this process alone (``memkiln publish``, and the last phase of ``memkiln
-run --publish`` without Prefect; ``memkiln.flows.publish`` wraps it as a task). Nothing here
-imports Prefect.
+"""Publishing (``memkiln publish``, and the last phase of ``memkiln run --publish``). Nothing
+here imports Prefect.
 
 1. read the projects consolidate wrote (their folder under ``--out`` and the directories
    their sessions ran in) from the store
@@ -16,9 +15,11 @@ from pathlib import Path
 import duckdb
 
 from memkiln.errors import ConfigError
+from memkiln.io.progress import Reporter
 from memkiln.io.publish import Project, publish_targets
 from memkiln.io.rules import load_rules
 from memkiln.io.store import execute, now, open_store, recorded_run
+from memkiln.pipeline.runner import Runner
 from memkiln.settings import Settings
 from memkiln.transforms.publish import TARGETS, ProjectMemory, PublishSummary
 from memkiln.transforms.redact import RuleSet, redact_text
@@ -139,3 +140,9 @@ def publish_store(
     finally:
         con.close()
     return summary
+
+
+def publish(settings: Settings, *, runner: Runner, reporter: Reporter) -> PublishSummary:
+    """The last phase of ``memkiln run`` with the ``publish`` setting: each project's memory
+    placed where the agents it names load it."""
+    return publish_store(settings, targets=settings.publish)

@@ -1,12 +1,22 @@
-"""Ingest in this process alone, without Prefect (``--no-prefect``, tests, benchmarks):
-the recipe of ``memkiln.flows.ingest``, whose flow and tasks wrap it. Nothing here imports
-Prefect, so ``memkiln ingest --no-prefect`` and every command's checks start without it.
+"""Ingest: archive directory -> DuckDB tables (files, rollouts, items, quarantine).
+
+1. open the store (create or migrate the schema) and record the run
+2. discover rollout files and decide which to read (new or changed fingerprint)
+3. load them ingest batch by ingest batch: each is read, split, redacted, parsed and
+   normalized into Arrow (in a worker thread; under Prefect, a ``prepare-batch`` task on the
+   flow's task runner, Dask workers included: ``Runner.map``), then written by this process,
+   the only writer, in order, while the next ones are prepared
+4. close the run record with its counts
+
+Readers see the store as published at the start, after ingest batches (no more often than
+every few seconds) and at the end (``memkiln.io.snapshot``). Nothing here imports Prefect,
+so ``memkiln ingest --no-prefect`` and every command's checks start without it.
 """
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
 import os
 from collections import Counter
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Sequence
 from contextlib import closing
 from pathlib import Path
 
@@ -16,15 +26,24 @@ import polars as pl
 from memkiln.constants import INGEST_BATCH_FILES, INGEST_DUCKDB_MEMORY, INGEST_DUCKDB_THREADS
 from memkiln.errors import ConfigError
 from memkiln.io.archive import discover, path_key, shown_path
-from memkiln.io.loader import BatchResult, PreparedBatch, prepared_batches, write_batch
+from memkiln.io.loader import (
+    BatchResult,
+    PreparedBatch,
+    frame_to_ipc,
+    prepare_batch_ipc,
+    prepared_batches,
+    write_batch,
+)
+from memkiln.io.lock import hold_store
 from memkiln.io.progress import BYTES, Reporter
 from memkiln.io.rules import load_rules
 from memkiln.io.snapshot import Publisher
 from memkiln.io.store import execute, fetch_pl, open_store, recorded_run, sql
+from memkiln.pipeline.runner import LocalRunner, Runner
 from memkiln.settings import Settings
 from memkiln.transforms.plan import FOUND_SCHEMA, batches, plan_files
-from memkiln.transforms.redact import redact_text
-from memkiln.transforms.summaries import IngestSummary
+from memkiln.transforms.redact import RuleSet, redact_text
+from memkiln.transforms.summaries import IngestSummary, ingest_section
 
 #: Turns the batches of a run into prepared batches, in order (a worker thread by default).
 Preparer = Callable[..., Generator[tuple[pl.DataFrame, PreparedBatch], None, None]]
@@ -77,9 +96,10 @@ def ingest_archive(
     reporter: Reporter | None = None,
     prepare: Preparer = prepared_batches,
 ) -> IngestSummary:
-    """Run an ingest without Prefect (``ingest_flow`` wraps this; tests call it directly).
+    """Run an ingest (the phase; tests call it directly).
 
-    ``prepare`` prepares the batches (a worker thread; the flow passes tasks)."""
+    ``prepare`` prepares the ingest batches (a worker thread; a runner that spreads passes
+    its tasks, ``prepared_on``)."""
     archive = check_archive(Path(settings.archive or ""))
     reporter = reporter or Reporter(enabled=False)
     reporter.waiting(f"ingest: looking for new and changed files in {archive}")
@@ -138,3 +158,46 @@ def _ingest(
             advance(int(batch["size"].sum()))
     summary.statuses = dict(statuses)
     summary.hits = dict(hits)
+
+
+def prepare_step(batch_ipc: bytes, index: int) -> dict[str, object]:
+    """Read, split, redact, parse and normalize one ingest batch of files; Arrow IPC in and
+    out (the step a runner maps: it may run in another process)."""
+    return prepare_batch_ipc(batch_ipc)
+
+
+def prepared_on(runner: Runner) -> Preparer:
+    """``prepared_batches`` with every ingest batch ``prepare_step`` on ``runner`` (as many in
+    flight as it has workers, taken in order); ``prepared_batches`` itself on a runner that
+    does not spread. Nothing to read starts nothing (no local cluster for a night without
+    new files)."""
+    if not runner.spreads:
+        return prepared_batches
+
+    def prepared(
+        todo: Sequence[pl.DataFrame], *, rules: RuleSet
+    ) -> Generator[tuple[pl.DataFrame, PreparedBatch], None, None]:
+        if not todo:
+            return
+        items = ((frame_to_ipc(batch), i) for i, batch in enumerate(todo))
+        for batch, payload in zip(todo, runner.map(prepare_step, items), strict=True):
+            yield batch, PreparedBatch.from_ipc(payload)
+            del payload
+
+    return prepared
+
+
+def ingest(settings: Settings, *, runner: Runner, reporter: Reporter) -> IngestSummary:
+    """The ingest phase on ``runner``."""
+    return ingest_archive(settings, reporter=reporter, prepare=prepared_on(runner))
+
+
+def ingest_job(settings: Settings, runner: Runner | None = None) -> IngestSummary:
+    """``memkiln ingest``: the phase alone, the store held."""
+    runner = runner or LocalRunner()
+    with hold_store(settings.db), runner.guarded():
+        summary = runner.phase(
+            ingest, settings, parent_run_id=None, reporter=Reporter(enabled=settings.progress)
+        )
+    runner.report("memkiln ingest", [ingest_section(summary)], [])
+    return summary

@@ -1,6 +1,20 @@
-"""Stage-one extraction in this process alone, without Prefect (``--no-prefect``, tests,
-benchmarks): the recipe of ``memkiln.flows.extract``, whose flow and tasks wrap it (passing a
-``dispatch`` that runs the store-free work as tasks). Nothing here imports Prefect.
+"""Phase 1, stage-one extraction: one job per eligible session, exactly once per version.
+
+1. open the store, record the run, take over jobs left by a run that died (and record the
+   answers of Batch API jobs that ended, with openai-batch)
+2. select candidates (pure decisions over rollouts and jobs)
+3. a dry run estimates; openai-batch submits one Batch API job; otherwise, for each session:
+   build the request (kept items, rendered, budgeted), skip it when this exact input already
+   has an output, else claim the job and ask the backend, with bounded concurrency; each
+   outcome is written as soon as it arrives
+4. close the backend, record the usage; the run closes with its counts
+
+The steps are the methods of ``memkiln.llm.engine.Extraction``. Readers see the store as
+published at the start, after a few outcomes (no more often than every few seconds) and at
+the end (``memkiln.io.snapshot``). The work of step 3 that needs no store goes where the
+runner's ``dispatch`` puts it (under Prefect: ``render-sessions`` and ``call-model`` tasks,
+``memkiln.flows.dispatch``); this process reads, claims, decides what is sent and writes
+every outcome as it arrives. Nothing here imports Prefect.
 """
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
@@ -10,6 +24,7 @@ from contextlib import suppress
 import duckdb
 
 from memkiln.io.jobs import store_write_error
+from memkiln.io.lock import hold_store
 from memkiln.io.prices import PriceBook, check_budget_prices
 from memkiln.io.progress import Reporter
 from memkiln.io.rules import load_rules
@@ -17,8 +32,9 @@ from memkiln.io.store import open_store, recorded_run
 from memkiln.llm.backends import HEURISTIC_MODEL, Backend, make_backend
 from memkiln.llm.engine import Extraction, Plan, policy_from
 from memkiln.llm.units import Dispatch
+from memkiln.pipeline.runner import LocalRunner, Runner
 from memkiln.settings import Settings
-from memkiln.transforms.summaries import ExtractSummary
+from memkiln.transforms.summaries import ExtractSummary, extract_section, notes
 
 
 def extract_store(
@@ -29,7 +45,7 @@ def extract_store(
     spent_before: float = 0.0,
     dispatch: Dispatch | None = None,
 ) -> ExtractSummary:
-    """Run stage one over the store (no Prefect; ``extract_flow`` wraps this).
+    """Run stage one over the store (the phase; tests and benchmarks call it directly).
 
     ``spent_before`` is what earlier phases of the same invocation spent, counted against
     ``budget_usd``; ``dispatch`` runs the rendering and the model calls elsewhere (tasks),
@@ -90,3 +106,26 @@ async def _extract(engine: Extraction) -> None:
         await engine.send(todo)
     # 4. close the backend; record what the run's requests used
     await engine.close()
+
+
+def extract(
+    settings: Settings, *, runner: Runner, reporter: Reporter, spent_before: float = 0.0
+) -> ExtractSummary:
+    """The extraction phase on ``runner``."""
+    return extract_store(
+        settings,
+        reporter=reporter,
+        spent_before=spent_before,
+        dispatch=runner.dispatch(settings),
+    )
+
+
+def extract_job(settings: Settings, runner: Runner | None = None) -> ExtractSummary:
+    """``memkiln extract``: the phase alone, the store held."""
+    runner = runner or LocalRunner()
+    with hold_store(settings.db), runner.guarded():
+        summary = runner.phase(
+            extract, settings, parent_run_id=None, reporter=Reporter(enabled=settings.progress)
+        )
+    runner.report("memkiln extract", [extract_section(summary)], notes(extract=summary))
+    return summary

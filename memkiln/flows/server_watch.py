@@ -19,7 +19,7 @@ from typing import Any
 
 #: Prefect's uvicorn factory for the temporary server, and the one that watches its parent.
 PREFECT_APP = "prefect.server.api.server:create_app"
-WATCHED_APP = "memkiln.io.server_watch:watched_app"
+WATCHED_APP = "memkiln.flows.server_watch:watched_app"
 #: The run's process id, handed to the server in its environment.
 PARENT_ENV = "MEMKILN_SERVER_PARENT"
 #: Seconds between two looks at the parent.
