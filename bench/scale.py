@@ -95,7 +95,8 @@ def phase_prepare(archive: Path, db: Path) -> dict:  # type: ignore[type-arg]
 
 def phase_writer(archive: Path, db: Path) -> dict:  # type: ignore[type-arg]
     from memkiln.io.loader import PreparedBatch, frame_to_ipc, prepare_batch_ipc, write_batch
-    from memkiln.io.store import open_store, recorded_run
+    from memkiln.io.run_records import recorded_run
+    from memkiln.io.store import open_store
     from memkiln.pipeline.ingest import writer_settings
 
     todo = _plan(archive, db)

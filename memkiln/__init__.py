@@ -25,4 +25,8 @@ def connect(db: Path | str | None = None) -> duckdb.DuckDBPyConnection:
     ``connect()`` again to see newer runs."""
     from memkiln.io.snapshot import connect as connect_snapshot
 
+    if db is None:
+        from memkiln.settings import load_settings
+
+        db = load_settings({})[0].db
     return connect_snapshot(db)

@@ -82,3 +82,105 @@ def test_the_checker_sees_prefect_imported(tmp_path: Path) -> None:
         "prefect.server.api.server",
         "prefect_dask.task_runners",
     }
+
+
+#: The layers, lowest first: a module imports only from its own layer and those below
+#: (function-level imports included); ``memkiln`` itself is the package's public API.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("memkiln.constants", "memkiln.errors"),
+    ("memkiln.transforms",),
+    ("memkiln.io",),
+    ("memkiln.settings",),
+    ("memkiln.llm",),
+    ("memkiln.pipeline",),
+    ("memkiln.flows",),
+    ("memkiln.cli", "memkiln"),
+)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(PACKAGE.parent).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def memkiln_imports(path: Path, modules: set[str]) -> set[str]:
+    """The memkiln modules ``path`` imports, anywhere in it (``from memkiln.io import store``
+    is ``memkiln.io.store``)."""
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            for alias in node.names:
+                sub = f"{node.module}.{alias.name}"
+                found.add(sub if sub in modules else node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+    return {name for name in found if name in modules}
+
+
+def import_graph() -> dict[str, set[str]]:
+    paths = {module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+    names = set(paths)
+    return {name: memkiln_imports(path, names) - {name} for name, path in paths.items()}
+
+
+def layer_of(module: str) -> int:
+    best, rank = -1, -1
+    for i, layer in enumerate(LAYERS):
+        for prefix in layer:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best:
+                best, rank = len(prefix), i
+    return rank
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_every_module_has_a_layer() -> None:
+    assert [m for m in import_graph() if layer_of(m) < 0] == []
+
+
+def test_the_import_graph_has_no_circle() -> None:
+    assert circles(import_graph()) == []
+
+
+def test_no_import_goes_back_up_a_layer() -> None:
+    graph = import_graph()
+    up = sorted(
+        f"{a} imports {b}" for a, deps in graph.items() for b in deps if layer_of(b) > layer_of(a)
+    )
+    assert up == []
+
+
+def test_the_graph_checks_see_a_circle_and_an_arrow_up() -> None:
+    graph = {"memkiln.io.a": {"memkiln.io.b"}, "memkiln.io.b": {"memkiln.io.a", "memkiln.cli"}}
+    assert circles(graph) == [["memkiln.io.a", "memkiln.io.b"]]
+    assert layer_of("memkiln.cli") > layer_of("memkiln.io.b") > layer_of("memkiln.transforms.x")

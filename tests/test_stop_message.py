@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import memkiln.cli as cli
+import memkiln.io.run_records as run_records
 import memkiln.io.store as store
 from memkiln.errors import Interrupted
 
@@ -40,7 +41,7 @@ def test_a_stop_after_a_run_record_says_the_record_was_closed(
     def record_then_stop(*_: object, **__: object) -> None:
         con = store.open_store(tmp_path / "m.duckdb")
         try:
-            with store.recorded_run(con, command="extract"):
+            with run_records.recorded_run(con, command="extract"):
                 stop()
         finally:
             con.close()

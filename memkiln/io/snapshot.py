@@ -55,6 +55,7 @@ from memkiln.constants import (
     READERS_STORAGE_VERSION,
 )
 from memkiln.errors import StoreError, StoreLockedError
+from memkiln.io.store import STORE_CATALOG, connect_file, copy_store, execute, open_store
 
 #: ``ioctl`` request that makes a file share another's blocks (Linux ``FICLONE``).
 _FICLONE = 0x40049409
@@ -67,8 +68,6 @@ def snapshot_path(db: Path) -> Path:
 
 def store_file(con: duckdb.DuckDBPyConnection) -> Path | None:
     """The file behind a store connection (None for an in-memory store)."""
-    from memkiln.io.store import STORE_CATALOG, execute
-
     rows = execute(con, "database_path", name=STORE_CATALOG).fetchall()
     return Path(rows[0][0]) if rows and rows[0][0] else None
 
@@ -76,8 +75,6 @@ def store_file(con: duckdb.DuckDBPyConnection) -> Path | None:
 def publish(con: duckdb.DuckDBPyConnection) -> float:
     """Publish the store's committed state for readers; returns the seconds it took (0 for an
     in-memory store). The caller makes sure nothing else commits on this store meanwhile."""
-    from memkiln.io.store import execute
-
     db = store_file(con)
     if db is None:
         return 0.0
@@ -113,8 +110,6 @@ def _version(tag: str) -> tuple[int, ...]:
 def readable_by_duckdb1(con: duckdb.DuckDBPyConnection) -> bool:
     """Whether the store's file is in a storage format DuckDB 1.4+ opens (a store made by
     memkiln since the readers' copy has had to open there), so a byte copy of it will do."""
-    from memkiln.io.store import STORE_CATALOG, execute
-
     rows = execute(con, "storage_version", name=STORE_CATALOG).fetchall()
     have = _version(rows[0][0]) if rows and rows[0][0] else ()
     return bool(have) and have <= _version(READERS_STORAGE_VERSION)
@@ -125,8 +120,6 @@ def _export(con: duckdb.DuckDBPyConnection, dest: Path) -> None:
     store (tables, comments, views): for a store written in a format DuckDB 1.x cannot open
     (by DuckDB 2 before memkiln chose the format). Slower than a byte copy; ``Publisher``
     spaces publishes by what they cost."""
-    from memkiln.io.store import copy_store
-
     dest.unlink(missing_ok=True)
     copy_store(con, dest, storage_version=READERS_STORAGE_VERSION)
 
@@ -224,31 +217,25 @@ class Publisher:
         return True
 
 
-def connect(db: Path | str | None = None) -> duckdb.DuckDBPyConnection:
-    """A read-only connection to the latest published state of the store ``db`` (the
-    settings' database when None), views included. It never blocks a run and a run never
-    breaks it; it keeps seeing the state it opened (call again for a newer one).
+def connect(db: Path | str) -> duckdb.DuckDBPyConnection:
+    """A read-only connection to the latest published state of the store ``db``, views
+    included (``memkiln.connect`` finds the configured database). It never blocks a run and
+    a run never breaks it; it keeps seeing the state it opened (call again for a newer one).
 
     A store that has never been published (written by an older memkiln) is published here
     first, when no run holds it; when a run holds it, this waits up to
     ``PUBLISH_WAIT_SECONDS`` for the run's first publish."""
-    from memkiln.io.store import _connect
-
     path = _database(db)
     target = snapshot_path(path)
     if not target.exists():
         _first_publish(path, target)
     try:
-        return _connect(target, read_only=True)
+        return connect_file(target, read_only=True)
     except duckdb.Error as exc:
         raise StoreError(f"cannot open {target}: {str(exc).splitlines()[0]}") from exc
 
 
-def _database(db: Path | str | None) -> Path:
-    if db is None:
-        from memkiln.settings import load_settings
-
-        db = load_settings({})[0].db
+def _database(db: Path | str) -> Path:
     path = Path(db).expanduser()
     if not path.exists() and not snapshot_path(path).exists():
         raise StoreError(f"no database at {path}; run 'memkiln ingest' or 'memkiln run' first")
@@ -257,7 +244,6 @@ def _database(db: Path | str | None) -> Path:
 
 def _first_publish(db: Path, target: Path) -> None:
     from memkiln.io.lock import hold_store
-    from memkiln.io.store import open_store
 
     deadline = time.monotonic() + PUBLISH_WAIT_SECONDS
     while not target.exists():

@@ -9,8 +9,8 @@ import hashlib
 import os
 import re
 import uuid
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from functools import cache
@@ -122,7 +122,7 @@ def open_store(path: Path | str, *, read_only: bool = False) -> duckdb.DuckDBPyC
                     f"cannot create the database directory {parent}: {exc.strerror}"
                 ) from exc
     try:
-        con = _connect(path, read_only=read_only)
+        con = connect_file(path, read_only=read_only)
     except duckdb.IOException as exc:
         message = str(exc)
         if "lock" in message.lower():
@@ -146,7 +146,7 @@ def open_store(path: Path | str, *, read_only: bool = False) -> duckdb.DuckDBPyC
     return con
 
 
-def _connect(path: Path | str, *, read_only: bool) -> duckdb.DuckDBPyConnection:
+def connect_file(path: Path | str, *, read_only: bool) -> duckdb.DuckDBPyConnection:
     """The store's connection. The file is attached with small row groups: a large ingest
     appends a few thousand rows of long texts per batch, and with DuckDB's default row group
     (122,880 rows) every checkpoint rewrote the growing last row group, so time and memory
@@ -314,98 +314,6 @@ def audits(con: duckdb.DuckDBPyConnection) -> dict[str, int]:
         if entry.name.endswith(".sql"):
             found[entry.name[:-4]] = len(con.execute(entry.read_text("utf-8")).fetchall())
     return found
-
-
-@contextmanager
-def recorded_run(
-    con: duckdb.DuckDBPyConnection,
-    *,
-    command: str,
-    archive: str | None = None,
-    counts: Callable[[], Counters] = dict,
-) -> Iterator[str]:
-    """Record a run around a block: ``running`` on entry, then ``succeeded`` with its counts;
-    ``interrupted`` (SIGTERM, SIGINT) or ``failed`` with the (redacted) error, which is raised
-    again. A run that stops early hands back the stage-one jobs it still holds."""
-    run_id = start_run(con, command=command, archive=archive)
-    _publish(con)
-    try:
-        yield run_id
-    except BaseException as exc:
-        _close_stopped_run(con, run_id, exc, counts())
-        _publish(con, after=exc)
-        raise
-    finish_run(con, run_id, status="succeeded", counts=counts())
-    _publish(con)
-
-
-@contextmanager
-def recorded_parent_run(
-    db: Path,
-    *,
-    command: str,
-    archive: str | None = None,
-    counts: Callable[[], Counters] = dict,
-) -> Iterator[str]:
-    """Like ``recorded_run`` for a run made of phases that open the store themselves (the
-    store is opened only to start and to close the record)."""
-    con = open_store(db)
-    try:
-        run_id = start_run(con, command=command, archive=archive)
-        _publish(con)
-    finally:
-        con.close()
-    try:
-        yield run_id
-    except BaseException as exc:
-        # the phase's own error is what happened: a store that cannot be opened again to
-        # close the record (a phase that left it open) must not take its place
-        with suppress(StoreError):
-            con = open_store(db)
-            try:
-                _close_stopped_run(con, run_id, exc, counts())
-                _publish(con, after=exc)
-            finally:
-                con.close()
-        raise
-    con = open_store(db)
-    try:
-        finish_run(con, run_id, status="succeeded", counts=counts())
-        _publish(con)
-    finally:
-        con.close()
-
-
-def _publish(con: duckdb.DuckDBPyConnection, *, after: BaseException | None = None) -> None:
-    """Publish the store for readers (``memkiln.io.snapshot``) as a run record opens or
-    closes. After an error, a failure to publish must not hide the error: it is dropped
-    (readers keep the previous copy)."""
-    from memkiln.io.snapshot import publish
-
-    if after is None:
-        publish(con)
-        return
-    try:
-        publish(con)
-    except (StoreError, duckdb.Error):
-        return
-
-
-def _close_stopped_run(
-    con: duckdb.DuckDBPyConnection, run_id: str, exc: BaseException, counts: Counters
-) -> None:
-    from memkiln.io.rules import load_rules
-    from memkiln.io.signals import stop_request
-    from memkiln.transforms.redact import redact_text
-
-    signal_name = stop_request(exc)
-    if signal_name is not None:
-        status, error = "interrupted", f"interrupted by {signal_name}"
-    else:
-        status = "failed"
-        error = redact_text(f"{type(exc).__name__}: {exc}"[:500], rules=load_rules())
-    con.execute(sql("release_run_leases"), {"run_id": run_id, "at": now()})
-    finish_run(con, run_id, status=status, counts=counts, error=error)
 
 
 def table_counts(con: duckdb.DuckDBPyConnection) -> dict[str, int]:

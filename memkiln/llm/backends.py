@@ -33,7 +33,6 @@ from openai import RequestOptions
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ValidationError
 
-from memkiln.errors import ConfigError
 from memkiln.io.jobs import Outcome
 from memkiln.io.prices import PriceBook
 from memkiln.io.store import now
@@ -769,17 +768,3 @@ class OpenAIBackend:
     async def aclose(self) -> None:
         self._threads.shutdown()
         self.client.close()
-
-
-def make_backend(settings: Settings, *, rules: RuleSet) -> Backend:
-    if settings.backend == "heuristic":
-        return HeuristicBackend(rules=rules)
-    if settings.backend == "openai":
-        return OpenAIBackend(settings, rules=rules)
-    if settings.backend == "openai-batch":
-        from memkiln.llm.batch import OpenAIBatchBackend
-
-        return OpenAIBatchBackend(settings, rules=rules)
-    raise ConfigError(
-        f"unknown backend {settings.backend!r}; use heuristic, openai or openai-batch"
-    )

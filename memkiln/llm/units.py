@@ -35,7 +35,8 @@ import polars as pl
 from memkiln.io.jobs import Outcome
 from memkiln.io.loader import frame_from_ipc, frame_to_ipc
 from memkiln.io.rules import load_rules
-from memkiln.llm.backends import Backend, Request, make_backend
+from memkiln.llm.backends import Backend, Request
+from memkiln.llm.choice import make_backend
 from memkiln.llm.requests import render_requests
 from memkiln.settings import Options, Settings
 from memkiln.transforms.chunks import Chunk

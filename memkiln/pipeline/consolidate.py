@@ -29,7 +29,8 @@ from memkiln.io.memory_files import OutputRoot
 from memkiln.io.prices import PriceBook, check_budget_prices
 from memkiln.io.progress import Reporter
 from memkiln.io.rules import load_rules
-from memkiln.io.store import open_store, recorded_run
+from memkiln.io.run_records import recorded_run
+from memkiln.io.store import open_store
 from memkiln.llm.backends import OpenAIBackend
 from memkiln.llm.consolidation import Consolidation, Renderer
 from memkiln.pipeline.runner import LocalRunner, Runner

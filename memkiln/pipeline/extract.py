@@ -28,8 +28,10 @@ from memkiln.io.lock import hold_store
 from memkiln.io.prices import PriceBook, check_budget_prices
 from memkiln.io.progress import Reporter
 from memkiln.io.rules import load_rules
-from memkiln.io.store import open_store, recorded_run
-from memkiln.llm.backends import HEURISTIC_MODEL, Backend, make_backend
+from memkiln.io.run_records import recorded_run
+from memkiln.io.store import open_store
+from memkiln.llm.backends import HEURISTIC_MODEL, Backend
+from memkiln.llm.choice import make_backend
 from memkiln.llm.engine import Extraction, Plan, policy_from
 from memkiln.llm.units import Dispatch
 from memkiln.pipeline.runner import LocalRunner, Runner

@@ -37,8 +37,9 @@ from memkiln.io.loader import (
 from memkiln.io.lock import hold_store
 from memkiln.io.progress import BYTES, Reporter
 from memkiln.io.rules import load_rules
+from memkiln.io.run_records import recorded_run
 from memkiln.io.snapshot import Publisher
-from memkiln.io.store import execute, fetch_pl, open_store, recorded_run, sql
+from memkiln.io.store import execute, fetch_pl, open_store, sql
 from memkiln.pipeline.runner import LocalRunner, Runner
 from memkiln.settings import Settings
 from memkiln.transforms.plan import FOUND_SCHEMA, batches, plan_files

@@ -18,7 +18,8 @@ from memkiln.errors import ConfigError
 from memkiln.io.progress import Reporter
 from memkiln.io.publish import Project, publish_targets
 from memkiln.io.rules import load_rules
-from memkiln.io.store import execute, now, open_store, recorded_run
+from memkiln.io.run_records import recorded_run
+from memkiln.io.store import execute, now, open_store
 from memkiln.pipeline.runner import Runner
 from memkiln.settings import Settings
 from memkiln.transforms.publish import TARGETS, ProjectMemory, PublishSummary

@@ -24,7 +24,8 @@ from memkiln.errors import ConfigError
 from memkiln.io.lock import hold_store
 from memkiln.io.prices import PriceBook
 from memkiln.io.progress import Reporter
-from memkiln.io.store import Counters, linked_runs, open_store, recorded_parent_run
+from memkiln.io.run_records import recorded_parent_run
+from memkiln.io.store import Counters, linked_runs, open_store
 from memkiln.io.usage import consolidation_estimate, record_estimate
 from memkiln.llm.backends import HEURISTIC_MODEL
 from memkiln.pipeline.consolidate import consolidate

@@ -8,7 +8,8 @@ import duckdb
 import pytest
 
 from memkiln.errors import StoreError
-from memkiln.io.store import open_store, recorded_run, schema_files
+from memkiln.io.run_records import recorded_run
+from memkiln.io.store import open_store, schema_files
 
 
 def test_opening_twice_applies_each_schema_file_once(tmp_path: Path) -> None:
