@@ -32,7 +32,10 @@ import logging
 import multiprocessing
 import multiprocessing.context
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from memkiln.settings import Options, Settings
 
 #: What the fork server imports once: the nightly flow and, through it, everything it uses.
 PRELOAD = ["memkiln.flows.run"]
@@ -194,14 +197,25 @@ def check_prefect_server(url: str) -> None:
         )
 
 
-def serve_nightly(settings: Any, *, name: str, cron: str, parameters: dict[str, Any]) -> int | None:
-    """``memkiln serve`` once its settings are checked: the cron checked, the Prefect server
-    reached, then the nightly flow served on the configured task runner until a signal stops
-    it; returns the signal's number (None when the runner ended by itself)."""
+def serve_nightly(settings: Settings, *, name: str, cron: str) -> int | None:
+    """``memkiln serve`` once its settings are checked: the settings become the deployment's
+    parameters, the cron is checked, the Prefect server reached, then the nightly flow is
+    served on the configured task runner until a signal stops it; returns the signal's
+    number (None when the runner ended by itself)."""
     import os
 
-    from memkiln.flows.launch import on_task_runner, prefect_environment
+    from memkiln.errors import ConfigError
+    from memkiln.flows.launch import on_task_runner, options_of, prefect_environment
+    from memkiln.settings import AS_GIVEN
 
+    options = options_of(settings)
+    parameters = {"options": options.model_dump(mode="json", context=AS_GIVEN)}
+    refuse_secrets_in_parameters(options, parameters["options"])
+    if not os.environ.get("PREFECT_API_URL"):
+        raise ConfigError(
+            "serve needs a Prefect server: start one ('prefect server start') and set "
+            "PREFECT_API_URL (e.g. http://127.0.0.1:4200/api); or call 'memkiln run' from cron"
+        )
     check_cron(cron)
     prefect_environment()
     check_prefect_server(os.environ["PREFECT_API_URL"])
@@ -224,3 +238,18 @@ def serve_nightly(settings: Any, *, name: str, cron: str, parameters: dict[str, 
             flush=True,
         ),
     )
+
+
+def refuse_secrets_in_parameters(options: Options, as_given: dict[str, Any]) -> None:
+    """A deployment's parameters are stored in Prefect's database as they are (its flow runs
+    need the real paths): refuse to serve when one of them holds what redaction would remove."""
+    redacted = options.model_dump(mode="json")
+    held = sorted(k for k, v in as_given.items() if redacted.get(k) != v)
+    if held:
+        from memkiln.errors import ConfigError
+
+        raise ConfigError(
+            f"serve would store {', '.join(held)} in Prefect's database, and "
+            f"{'it holds' if len(held) == 1 else 'they hold'} what looks like a secret: "
+            "move it out of the path or URL, or call 'memkiln run' from cron instead"
+        )

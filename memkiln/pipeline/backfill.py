@@ -30,6 +30,7 @@ from memkiln.pipeline.run import Phases, dry_run_estimate, merge_counters, whole
 from memkiln.pipeline.runner import LocalRunner, Runner
 from memkiln.settings import Options, Settings
 from memkiln.transforms.estimate import Estimate
+from memkiln.transforms.report import Section
 from memkiln.transforms.summaries import (
     ConsolidateSummary,
     ExtractSummary,
@@ -155,14 +156,17 @@ def backfill_job(settings: Settings, runner: Runner | None = None) -> BackfillSu
         else:
             summary.consolidate = phase(consolidate, spent_before=spent)
     # 5. report the summary
+    runner.report("memkiln backfill", *backfill_report(summary))
+    return summary
+
+
+def backfill_report(summary: BackfillSummary) -> tuple[list[Section], list[str]]:
+    """A backfill's summary: its sections (the rounds as one extraction) and the lines that
+    need attention."""
+    extracted = summary.extract
     sections = [
         ingest_section(summary.ingest),
-        extract_section(summary.extract),
+        extract_section(extracted),
         consolidate_section(summary.consolidate),
     ]
-    runner.report(
-        "memkiln backfill",
-        sections,
-        notes(extract=summary.extract, consolidate=summary.consolidate),
-    )
-    return summary
+    return sections, notes(extract=extracted, consolidate=summary.consolidate)

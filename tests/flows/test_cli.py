@@ -14,7 +14,8 @@ import duckdb
 import pytest
 import typer.main
 
-from memkiln.cli import CLI_OPTIONS, OLD_OPTIONS, app
+from memkiln.cli import app
+from memkiln.cli_options import CLI_OPTIONS, OLD_OPTIONS
 from memkiln.settings import Options
 from tests.imports import LIST_IMPORTS, orchestration_imported
 from tests.prefect_server import flow_run_state

@@ -77,9 +77,9 @@ def test_an_error_naming_a_path_with_brackets_is_one_line_not_a_traceback(tmp_pa
 def test_a_note_about_a_failed_project_is_shown_as_it_is(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
-    from memkiln.cli import _print
+    from memkiln.cli_output import print_sections
 
-    _print([], notes=[f"project failed: {HOSTILE_CWD}: unsafe_path: a symbolic link"])
+    print_sections([], notes=[f"project failed: {HOSTILE_CWD}: unsafe_path: a symbolic link"])
     out = capsys.readouterr().out
     assert out.startswith("attention: project failed: ")
     shown_as_it_is(out)
