@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 import zstandard
 
-from memkiln.constants import MAX_FILE_BYTES, MAX_LINE_BYTES, ROLLOUT_SUFFIXES
+from memkiln.constants import MAX_FILE_BYTES, MAX_LINE_BYTES, ROLLOUT_SUFFIXES, WHOLE_FILE_BYTES
 
 #: Bytes read from a plain file, or decompressed from a gzip stream, at a time.
 READ_PIECE_BYTES = 1024 * 1024
@@ -81,10 +81,11 @@ def discover(archive: Path) -> Iterator[FileStat]:
 
 
 def read_file(
-    stat: FileStat, *, max_bytes: int = MAX_FILE_BYTES, max_line: int = MAX_LINE_BYTES
+    stat: FileStat, *, max_bytes: int = WHOLE_FILE_BYTES, max_line: int = MAX_LINE_BYTES
 ) -> FileBytes:
     """Read and decompress one file in bounded pieces; a corrupt stream keeps the bytes read
-    before the damage.
+    before the damage. What is read is held whole: a larger file is read with
+    :func:`read_pieces`.
 
     Memory follows the limits, not the file: a line longer than ``max_line`` bytes is left
     out (an empty line in its place keeps the numbering) and listed in ``long_lines``; past

@@ -461,6 +461,9 @@ def write_batch(
     if prepared.large.height:  # files read in pieces, each piece written as it is read
         from memkiln.io.large_file import ingest_large_files  # it builds on this module
 
+        # the batch's rows are written: let them go before the pieces are read
+        del items, rollouts, quarantine, per_file, tool_calls, files, norm
+        prepared.norm.clear()
         result.add(ingest_large_files(con, prepared.large, run_id=run_id, rules=load_rules()))
     return result
 
@@ -498,6 +501,16 @@ class Normalized:
     #: a piece of a large file: the rollout fields its session was built from (those of the
     #: pieces before it too), for the next piece
     narrow: pl.DataFrame | None = None
+
+    def clear(self) -> None:
+        """Let the rows go (written), keeping the frames' columns."""
+        self.items, self.rollouts, self.quarantine = (
+            self.items.clear(),
+            self.rollouts.clear(),
+            self.quarantine.clear(),
+        )
+        self.per_file, self.result_errors = self.per_file.clear(), self.result_errors.clear()
+        self.narrow = None
 
 
 @dataclass(frozen=True)

@@ -134,6 +134,20 @@ def test_a_tool_call_and_its_output_in_two_pieces_are_paired(
     archive = tmp_path / "archive"
     lines = long_session(2, mib=1)
     lines[5:5] = [{"timestamp": "2026-10-01T09:00:30.000Z", "type": "response_item"}]  # bad
+    # three calls at once, answered last first: the first call's output comes pieces later
+    parallel = [
+        {"type": "function_call", "name": "shell", "call_id": f"p{i}",
+         "arguments": json.dumps({"command": ["bash", "-lc", f"make step{i}"]})}
+        for i in range(3)
+    ] + [
+        {"type": "function_call_output", "call_id": f"p{i}",
+         "output": f"Exit code: {i}\nOutput:\n" + "word " * 300}
+        for i in reversed(range(3))
+    ]  # fmt: skip
+    lines[9:9] = [
+        {"timestamp": f"2026-10-01T09:00:{40 + i}.000Z", "type": "response_item", "payload": p}
+        for i, p in enumerate(parallel)
+    ]
     (archive / "x").mkdir(parents=True)
     write_session(archive, 2, lines, "plain")
     (archive / "x" / "broken.jsonl").write_text('{"a": 1}\nnot json\n')
@@ -143,6 +157,8 @@ def test_a_tool_call_and_its_output_in_two_pieces_are_paired(
     for table in (*TABLES, "hits"):
         assert pieces[table].equals(whole[table]), table
     assert whole["tool_calls"]["has_output"].all()
+    answered = whole["tool_calls"].filter(pl.col("call_id").str.starts_with("p")).sort("call_id")
+    assert answered.select("call_id", "exit_code").rows() == [("p0", 0), ("p1", 1), ("p2", 2)]
 
 
 def audits_clean(db: Path) -> None:
