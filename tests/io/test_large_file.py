@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -59,10 +60,16 @@ def in_pieces(monkeypatch: pytest.MonkeyPatch, piece: int) -> None:
 def test_the_corpus_read_in_small_pieces_stores_what_it_stores_read_whole(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    whole = stored(tmp_path / "whole", CORPUS)
-    in_pieces(monkeypatch, 256 * 1024)
-    pieces = stored(tmp_path / "pieces", CORPUS)
-    assert whole["rollouts"].height > 50 and whole["tool_calls"].height > 100
+    archive = tmp_path / "archive"  # the corpus files under 300 KB: every format, 2.4 MB
+    for path in sorted(CORPUS.rglob("*.jsonl*")):
+        if path.stat().st_size < 300 * 1024:
+            (archive / path.parent.name).mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, archive / path.parent.name / path.name)
+    whole = stored(tmp_path / "whole", archive)
+    in_pieces(monkeypatch, 64 * 1024)
+    pieces = stored(tmp_path / "pieces", archive)
+    assert whole["rollouts"]["format"].unique().sort().to_list() == ["claude", "codex", "pi"]
+    assert whole["rollouts"].height > 20 and whole["tool_calls"].height > 100
     for table in (*TABLES, "hits"):
         assert pieces[table].equals(whole[table]), table
 
