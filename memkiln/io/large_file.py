@@ -137,6 +137,7 @@ class LargeFile:
         self.hits: Counter[str] = Counter()
         self.read_error: str | None = None
         self.binary = False
+        self.stopped_unknown = False  # of no known format, read no further than its first piece
         self.begun = False  # a piece is written: the file's earlier rows are gone
 
     def ingest(self) -> BatchResult:
@@ -203,6 +204,7 @@ class LargeFile:
             self.format = norm.per_file["format"][0] if norm.per_file.height else None
             # lines of no known format: nothing after them would be stored either
             more = more and self.format is not None
+            self.stopped_unknown = self.format is None and not (self.binary or piece.last)
         self.n_lines += int(norm.per_file["n_lines"].sum())
 
         # quarantined lines, at most MAX_BAD_LINES of them in all
@@ -395,6 +397,15 @@ class LargeFile:
             dup = timeless = rollouts.select("fid")
         files = file_statuses(files, per_file, rollouts, dup, timeless)
         quarantine = with_unrecognized(quarantine, files)
+        if self.stopped_unknown:  # say that the rest of the file was not read
+            quarantine = quarantine.with_columns(
+                detail=pl.when(pl.col("reason") == "unrecognized_format")
+                .then(
+                    pl.col("detail")
+                    + pl.lit(f"; its first {self.n_lines} lines read, the rest not")
+                )
+                .otherwise(pl.col("detail"))
+            )
         final_status = str(files["status"][0])
         quarantine = pl.concat(
             [self.unwritten, quarantine.drop("path")], how="vertical_relaxed"

@@ -274,7 +274,10 @@ def test_a_gzip_of_one_repeated_line_of_no_known_format_stops_after_its_first_pi
     summary = ingest_archive(settings)
 
     assert summary.rollouts == 1 and summary.files_failed == 1
-    assert any("repeated.jsonl.gz: unrecognized_format" in s for s in summary.set_aside)
+    assert any(
+        "repeated.jsonl.gz: unrecognized_format" in s and "the rest not" in s
+        for s in summary.set_aside
+    )
     with duckdb.connect(str(settings.db), read_only=True) as con:
         rows = con.execute(
             "select status, lines from files where path like '%/repeated.jsonl.gz'"
