@@ -19,6 +19,13 @@ projects and session summaries written, and the peak RSS. Run from the repositor
     python bench/hostile.py                     # full sizes: 2 GiB zst, 1 GiB gz, 300 MB line
     python bench/hostile.py --small             # the same shapes, small (seconds)
     python bench/hostile.py --write-only DIR    # only write the archive to DIR
+    python bench/hostile.py --each              # each input alone (and 100 MiB sessions)
+
+``--each`` runs every input alone in an archive beside one good session, Prefect off and on:
+the bombs and the long line above, and a 100 MiB session of real shape (``bench/synth.py``:
+reasoning blobs, long tool outputs, secrets), plain and ``.zst``. It checks that the good
+session, and a 100 MiB session, have their memory written and that every line of the large
+session is stored (its last item too).
 """
 
 from __future__ import annotations
@@ -179,6 +186,117 @@ def run_memkiln(archive: Path, work: Path, *, prefect: bool) -> dict[str, object
     }
 
 
+#: Inputs ``--each`` runs alone, by name.
+EACH = ("session-100MiB", "session-100MiB.zst", "zeros-2GiB.zst", "repeated-1GiB.gz", "line-300MB")
+
+
+def large_session(archive: Path, *, mib: int, zst: bool) -> tuple[str, int]:
+    """A session of about ``mib`` MiB shaped like real Codex sessions (``bench/synth.py``),
+    plain or zstd: ``(its id, its lines)``."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import synth
+
+    synth.MIN_FILE = synth.MAX_FILE = mib * 1024 * 1024
+    rel, body = synth.render_rollout(7, 0)
+    path = archive / rel
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if zst:
+        path = path.with_name(path.name + ".zst")
+        path.write_bytes(zstandard.ZstdCompressor(level=3).compress(body))
+    else:
+        path.write_bytes(body)
+    first = json.loads(body[: body.index(b"\n")])
+    return first["payload"]["id"], body.count(b"\n")
+
+
+def write_one(archive: Path, name: str) -> dict[str, object]:
+    """An archive holding the input ``name`` beside one good session."""
+    start = datetime(2026, 10, 1, 9, 0, tzinfo=UTC)
+    write_rollout(archive, uid(0), session_lines(0, start), start)
+    bombs = archive / "bombs"
+    bombs.mkdir(parents=True, exist_ok=True)
+    out: dict[str, object] = {"good": uid(0)}
+    if name.startswith("session-100MiB"):
+        sid, n = large_session(archive, mib=100, zst=name.endswith(".zst"))
+        out.update(large=sid, lines=n)
+    elif name == "zeros-2GiB.zst":
+        zst = zstandard.ZstdCompressor(level=19).compressobj()
+        with open(bombs / "zeros.jsonl.zst", "wb") as fh:
+            block = b"\0" * (16 * 1024 * 1024)
+            for _ in range(128):
+                fh.write(zst.compress(block))
+            fh.write(zst.flush())
+    elif name == "repeated-1GiB.gz":
+        line = json.dumps({"type": "noise", "payload": {"text": "x" * 200}}).encode() + b"\n"
+        with gzip.open(bombs / "repeated.jsonl.gz", "wb", compresslevel=9) as gz:
+            block = line * ((1024 * 1024) // len(line))
+            for _ in range(1024):
+                gz.write(block)
+    else:
+        at = start + timedelta(days=3)
+        lines = session_lines(1, at)
+        with open(write_rollout(archive, uid(1), lines, at), "ab") as fh:
+            fh.write(
+                b'{"timestamp":"2026-10-04T09:00:00Z","type":"response_item","payload":'
+                b'{"type":"message","role":"user","content":[{"type":"input_text","text":"'
+            )
+            fh.write(b"y" * 300_000_000)
+            fh.write(b'"}]}}\n')
+            fh.write((json.dumps(lines[-1]) + "\n").encode())
+        out["good2"] = uid(1)
+    return out
+
+
+def stored_of(db: Path, sid: str) -> tuple[int, int, bool]:
+    """``(lines the file holds by the store, items stored, its memory is extracted)``."""
+    import duckdb
+
+    with duckdb.connect(str(db), read_only=True) as con:
+        row = con.execute(
+            "select f.lines, (select count(*) from items i where i.rollout_id = $id), "
+            "exists (select 1 from stage1_outputs o where o.rollout_id = $id) "
+            "from rollouts r join files f using (file_id) where r.rollout_id = $id",
+            {"id": sid},
+        ).fetchone()
+    return row if row else (0, 0, False)  # type: ignore[return-value]
+
+
+def run_each(names: list[str]) -> int:
+    print(
+        "| input | prefect | exit | lines set aside | traceback | good sessions' memories "
+        "| large session: lines stored / in file, memory | time (s) | peak RSS (GB) |"
+    )
+    print("|---|---|---:|---:|---|---|---|---:|---:|")
+    for name in names:
+        for prefect in (False, True):
+            work = Path(tempfile.mkdtemp(prefix="memkiln-hostile-", dir=os.environ.get("TMPDIR")))
+            try:
+                kinds = write_one(work / "archive", name)
+                result = run_memkiln(work / "archive", work, prefect=prefect)
+                text = str(result["stdout"]) + str(result["stderr"])
+                set_aside = [ln for ln in text.splitlines() if ln.startswith("set aside: ")]
+                good = [k for k in ("good", "good2") if k in kinds]
+                made = sum(stored_of(work / "memkiln.duckdb", str(kinds[k]))[2] for k in good)
+                large = "—"
+                if "large" in kinds:
+                    _, items, memory = stored_of(work / "memkiln.duckdb", str(kinds["large"]))
+                    large = f"{items:,} / {kinds['lines']:,}, {'yes' if memory else 'NO'}"
+                print(
+                    f"| {name} | {'on' if prefect else 'off'} | {result['exit']} "
+                    f"| {len(set_aside)} | {'YES' if result['traceback'] else 'no'} "
+                    f"| {made} of {len(good)} | {large} | {result['seconds']:.0f} "
+                    f"| {result['peak_gb']:.2f} |",
+                    flush=True,
+                )
+                for ln in set_aside:
+                    print(f"    {ln}", flush=True)
+                if result["traceback"] or result["exit"] not in (0, 1):
+                    print(text[-3000:], flush=True)
+            finally:
+                shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
 def memories_of(out: Path) -> list[str]:
     return sorted(p.parent.name for p in out.glob("*/raw_memories.md"))
 
@@ -188,7 +306,12 @@ def main() -> int:
     parser.add_argument("--small", action="store_true", help="small bombs and lines")
     parser.add_argument("--prefect", action="store_true", help="run as a Prefect flow")
     parser.add_argument("--write-only", type=Path, help="write the archive here and stop")
+    parser.add_argument(
+        "--each", nargs="*", choices=EACH, help="run these inputs alone (all when none named)"
+    )
     args = parser.parse_args()
+    if args.each is not None:
+        return run_each(args.each or list(EACH))
     if args.write_only:
         kinds = write_archive(args.write_only, small=args.small)
         print(json.dumps(kinds, indent=2))

@@ -85,10 +85,21 @@ READERS_STORAGE_VERSION = "v1.4.0"
 #: ``line_too_long`` with its length, and the rest of its file kept.
 MAX_LINE_BYTES = 16 * 1024 * 1024
 #: Decompressed bytes of lines read from one file at most: past this, the rest of the file
-#: is quarantined as ``file_too_large`` (a compressed file of zeros or of one repeated line
-#: can hold any amount). With the line limit, this bounds an ingest's memory whatever the
-#: archive holds (bench/RESULTS.md, "Hostile input").
-MAX_FILE_BYTES = 32 * 1024 * 1024
+#: is quarantined as ``file_too_large``. A file is read in pieces (``FILE_PIECE_BYTES``), so
+#: this limit bounds what one file may store and how long it is read (a compressed file of
+#: one repeated line can hold any amount), not memory: 1 GiB of lines is far past any real
+#: session (the longest sessions seen hold tens of MiB) and far below what the store holds.
+MAX_FILE_BYTES = 1024 * 1024 * 1024
+#: Decompressed bytes of lines of a file read whole into its batch: a larger file is read,
+#: normalized and written in pieces by the writer (``memkiln.io.large_file``), one piece at
+#: a time, beside the next batch being prepared (bench/RESULTS.md, "Large session files").
+WHOLE_FILE_BYTES = 32 * 1024 * 1024
+#: Decompressed bytes of whole lines in one piece of a large file.
+FILE_PIECE_BYTES = 16 * 1024 * 1024
+#: Lines of one large file quarantined at most (not JSON, not an object, not UTF-8, too
+#: long): past this, the rest of the file is not read (``too_many_bad_lines``). A session
+#: damaged here and there stays far below it; a stream of garbage stops there.
+MAX_BAD_LINES = 10_000
 #: Decompressed bytes of a batch split, parsed and normalized together: a batch of small
 #: compressed files that hold far more is normalized in parts of about this size.
 BATCH_DECOMPRESSED_BYTES = 32 * 1024 * 1024

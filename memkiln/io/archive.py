@@ -16,7 +16,7 @@ from typing import BinaryIO
 
 import zstandard
 
-from memkiln.constants import MAX_FILE_BYTES, MAX_LINE_BYTES, ROLLOUT_SUFFIXES
+from memkiln.constants import MAX_FILE_BYTES, MAX_LINE_BYTES, ROLLOUT_SUFFIXES, WHOLE_FILE_BYTES
 
 #: Bytes read from a plain file, or decompressed from a gzip stream, at a time.
 READ_PIECE_BYTES = 1024 * 1024
@@ -81,10 +81,11 @@ def discover(archive: Path) -> Iterator[FileStat]:
 
 
 def read_file(
-    stat: FileStat, *, max_bytes: int = MAX_FILE_BYTES, max_line: int = MAX_LINE_BYTES
+    stat: FileStat, *, max_bytes: int = WHOLE_FILE_BYTES, max_line: int = MAX_LINE_BYTES
 ) -> FileBytes:
     """Read and decompress one file in bounded pieces; a corrupt stream keeps the bytes read
-    before the damage.
+    before the damage. What is read is held whole: a larger file is read with
+    :func:`read_pieces`.
 
     Memory follows the limits, not the file: a line longer than ``max_line`` bytes is left
     out (an empty line in its place keeps the numbering) and listed in ``long_lines``; past
@@ -116,7 +117,7 @@ def read_file(
             error = ("corrupt_compressed", str(exc))
         finally:
             pieces.close()
-    if error is None and lines.held > max_bytes:  # an unfinished last line past the limit
+    if error is None and lines.taken + lines.held > max_bytes:  # an unfinished last line past it
         error = ("file_too_large", f"more than {max_bytes} bytes of lines")
     data, long_lines = lines.finish(
         complete_only=error is not None and error[0] == "file_too_large"
@@ -124,6 +125,73 @@ def read_file(
     if error:
         return FileBytes(stat, data, error[0], error[1], long_lines=long_lines)
     return FileBytes(stat, data, long_lines=long_lines)
+
+
+@dataclass(frozen=True, slots=True)
+class FilePiece:
+    """Some whole lines of a file read in pieces (:func:`read_pieces`)."""
+
+    data: bytes
+    first_line: int  # the number of its first line in the file, from 1
+    long_lines: tuple[LongLine, ...] = ()  # lines among them left out for their length
+    error: str | None = None  # the last piece: why reading stopped early, if it did
+    detail: str | None = None
+    last: bool = False
+
+
+def read_pieces(
+    stat: FileStat,
+    *,
+    piece_bytes: int,
+    max_bytes: int = MAX_FILE_BYTES,
+    max_line: int = MAX_LINE_BYTES,
+) -> Generator[FilePiece, None, None]:
+    """A file's lines in pieces of about ``piece_bytes`` (each whole lines, in order, the
+    last one marked ``last``), within the limits of :func:`read_file`: what is held at once
+    is one piece, plus one unfinished line of at most ``max_line`` bytes, whatever the file
+    holds. The pieces together are what :func:`read_file` gives with the same limits."""
+    try:
+        fd = os.open(stat.path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError as exc:
+        detail = f"{type(exc).__name__}: {exc.strerror}"
+        yield FilePiece(b"", 1, error="unreadable_file", detail=detail, last=True)
+        return
+    kind = stat.compression
+    lines = BoundedLines(max_bytes=max_bytes, max_line=max_line)
+    first = 1
+    step = max(1, min(READ_PIECE_BYTES, piece_bytes))
+    error: tuple[str, str] | None = None
+    with open(fd, "rb") as fh:
+        chunks = _gunzip(fh) if kind == "gzip" else _unzstd(fh) if kind == "zstd" else _plain(fh)
+        try:
+            for chunk in chunks:
+                # in slices: a zstd chunk may hold ~45 MiB, a piece stays near its size
+                for at in range(0, len(chunk), step):
+                    if not lines.add(chunk[at : at + step]):
+                        error = (
+                            "file_too_large",
+                            f"more than {max_bytes} bytes of lines: the lines after line "
+                            f"{lines.newlines} are not read",
+                        )
+                        break
+                    if lines.whole_bytes >= piece_bytes:
+                        data, long = lines.take_lines()
+                        yield FilePiece(data, first, long)
+                        first = lines.newlines + 1
+                if error:
+                    break
+        except OSError as exc:
+            error = ("unreadable_file", f"{type(exc).__name__}: {exc.strerror}")
+        except CorruptStream as exc:
+            error = ("corrupt_compressed", str(exc))
+        finally:
+            chunks.close()
+    if error is None and lines.taken + lines.held > max_bytes:
+        error = ("file_too_large", f"more than {max_bytes} bytes of lines")
+    data, long = lines.finish(complete_only=error is not None and error[0] == "file_too_large")
+    yield FilePiece(
+        data, first, long, error[0] if error else None, error[1] if error else None, last=True
+    )
 
 
 class CorruptStream(Exception):
@@ -150,6 +218,7 @@ class BoundedLines:
         self.max_line = max_line
         self.pieces: list[bytes] = []
         self.held = 0  # bytes in ``pieces``
+        self.taken = 0  # bytes of whole lines handed out by ``take_lines`` before
         self.newlines = 0  # newlines in ``pieces`` (line numbers of what follows)
         self.tail = 0  # bytes of the last line so far (not ended by a newline yet)
         self.skipping = 0  # > 0: bytes of a long line being dropped
@@ -172,7 +241,7 @@ class BoundedLines:
                 if nl < 0:
                     self.skipping += len(piece)
                     return True
-                if self.held + 1 > self.max_bytes:  # no room for the line left in its place
+                if self.taken + self.held + 1 > self.max_bytes:  # no room for its empty line
                     self.skipping += nl
                     return False
                 self._end_long(self.skipping + nl)
@@ -185,13 +254,14 @@ class BoundedLines:
                 self._drop_tail()
                 if nl < 0:
                     return True
-                if self.held + 1 > self.max_bytes:
+                if self.taken + self.held + 1 > self.max_bytes:
                     return False
                 self._end_long(self.skipping)
                 piece = piece[nl + 1 :]
                 continue
             last = piece.rfind(b"\n")
-            if last >= 0 and self.held + last + 1 > self.max_bytes:  # whole lines only count
+            # whole lines only count
+            if last >= 0 and self.taken + self.held + last + 1 > self.max_bytes:
                 return False
             self.pieces.append(piece)
             self.held += len(piece)
@@ -225,6 +295,23 @@ class BoundedLines:
         self.newlines += 1
         self.skipping = 0
         self.tail = 0
+
+    @property
+    def whole_bytes(self) -> int:
+        """Bytes of whole lines held (what :meth:`take_lines` would hand out)."""
+        return self.held - self.tail
+
+    def take_lines(self) -> tuple[bytes, tuple[LongLine, ...]]:
+        """The whole lines held, and the lines left out for their length among them, handed
+        out and let go: the unfinished last line stays (or the long line being skipped), and
+        line numbers go on from where they are. ``max_bytes`` counts what was taken too."""
+        data = self.pieces[0] if len(self.pieces) == 1 else b"".join(self.pieces)
+        whole, rest = data[: len(data) - self.tail], data[len(data) - self.tail :]
+        self.pieces = [rest] if rest else []
+        self.held = len(rest)
+        self.taken += len(whole)
+        long, self.long = tuple(self.long), []
+        return whole, long
 
     def finish(self, *, complete_only: bool) -> tuple[bytes, tuple[LongLine, ...]]:
         """The lines held (``complete_only``: without an unfinished last line), and the

@@ -14,6 +14,7 @@ from collections import Counter
 from collections.abc import Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import duckdb
@@ -26,6 +27,7 @@ from memkiln.constants import (
     POLARS_ENGINE,
     QUARANTINE_EXCERPT_CHARS,
     SEGMENT_BYTES,
+    WHOLE_FILE_BYTES,
 )
 from memkiln.io.archive import FileStat, content_hash, path_key, read_file, shown_path
 from memkiln.io.rules import load_rules
@@ -92,6 +94,9 @@ QUARANTINE_SCHEMA = {
     "bytes": pl.Int64,
 }
 
+#: A file of a batch read in pieces by the writer (``memkiln.io.large_file``).
+LARGE_SCHEMA = {"file_id": pl.Int64, "raw_path": pl.Binary, "size": pl.Int64, "mtime_ns": pl.Int64}
+
 
 @dataclass
 class BatchResult:
@@ -108,6 +113,18 @@ class BatchResult:
     set_aside: list[str] = field(default_factory=list)
     statuses: dict[str, int] = field(default_factory=dict)
 
+    def add(self, other: BatchResult) -> None:
+        """Count ``other`` in this result too."""
+        self.files += other.files
+        self.bytes_read += other.bytes_read
+        self.rollouts += other.rollouts
+        self.items += other.items
+        self.quarantined += other.quarantined
+        self.failed_files += other.failed_files
+        self.hits = dict(Counter(self.hits) + Counter(other.hits))
+        self.set_aside.extend(other.set_aside)
+        self.statuses = dict(Counter(self.statuses) + Counter(other.statuses))
+
 
 @dataclass
 class PreparedBatch:
@@ -116,6 +133,8 @@ class PreparedBatch:
     files: pl.DataFrame  # file_id, path, compression, size, mtime_ns, content_hash, status
     norm: Normalized
     bytes_read: int
+    #: files over ``WHOLE_FILE_BYTES`` of lines, left to the writer to read in pieces
+    large: pl.DataFrame = field(default_factory=lambda: pl.DataFrame(schema=LARGE_SCHEMA))
 
     def to_ipc(self) -> dict[str, Any]:
         """The batch as Arrow IPC streams (one per frame) and two small values: what a
@@ -127,6 +146,7 @@ class PreparedBatch:
             "quarantine": self.norm.quarantine,
             "per_file": self.norm.per_file,
             "result_errors": self.norm.result_errors,
+            "large": self.large,
         }
         return {
             "frames": {name: frame_to_ipc(frame) for name, frame in frames.items()},
@@ -145,7 +165,9 @@ class PreparedBatch:
             dict(data["hits"]),
             result_errors=f["result_errors"],
         )
-        return cls(files=f["files"], norm=norm, bytes_read=int(data["bytes_read"]))
+        return cls(
+            files=f["files"], norm=norm, bytes_read=int(data["bytes_read"]), large=f["large"]
+        )
 
 
 def frame_to_ipc(frame: pl.DataFrame) -> bytes:
@@ -191,7 +213,9 @@ def prepare_batch(
     """
     # 1. read and decompress, file by file; the batch is split, parsed and normalized in parts
     # of about BATCH_DECOMPRESSED_BYTES (small compressed files may hold far more than their
-    # size), so at most one part's bytes are held at once
+    # size), so at most one part's bytes are held at once. A file of more than
+    # WHOLE_FILE_BYTES of lines is left to the writer, which reads it in pieces.
+    large: list[tuple[int, bytes, int, int]] = []
     file_rows: list[dict[str, object]] = []
     whole_file_quarantine: list[dict[str, object]] = []
     chunks: list[tuple[int, bytes]] = []
@@ -201,7 +225,10 @@ def prepare_batch(
     for path, size, mtime, fid in zip(
         raw_paths, batch["size"], batch["mtime_ns"], batch["file_id"], strict=True
     ):
-        fb = read_file(FileStat(os.fsdecode(path), size, mtime))
+        fb = read_file(FileStat(os.fsdecode(path), size, mtime), max_bytes=WHOLE_FILE_BYTES)
+        if fb.error == "file_too_large":
+            large.append((fid, path, size, mtime))
+            continue
         status = "ok"
         if fb.error == "unreadable_file" and not fb.data:
             status = "unreadable"
@@ -277,7 +304,12 @@ def prepare_batch(
     )
     # the real path was needed to name sessions (a uuid in the file name); stored, it is redacted
     files = files.with_columns(path=redact_expr(pl.col("path"), rules=rules))
-    return PreparedBatch(files=files, norm=norm, bytes_read=bytes_read)
+    return PreparedBatch(
+        files=files,
+        norm=norm,
+        bytes_read=bytes_read,
+        large=pl.DataFrame(large, schema=LARGE_SCHEMA, orient="row"),
+    )
 
 
 def _normalize_part(
@@ -383,20 +415,7 @@ def write_batch(
     # unless that file is gone (an archive moved or reached by another path): then this file
     # takes the session over, with whatever it holds now
     fids = files["file_id"].to_list()
-    held = fetch_pl(
-        con,
-        sql("sessions_held_elsewhere"),
-        {"fids": fids, "ids": rollouts["rollout_id"].to_list()},
-    )
-    # a stored path holding a redacted secret cannot be checked: its file is taken as present
-    gone = held.filter(
-        pl.Series(
-            [REDACTED not in p and not os.path.exists(p) for p in held["holder_path"]],
-            dtype=pl.Boolean,
-        )
-    )
-    released = gone["holder"].unique().to_list()
-    held = held.join(gone.select("holder"), on="holder", how="anti").drop("holder_path")
+    held, released = holders(con, fids, rollouts["rollout_id"].to_list())
     rollouts, quarantine, dup = settle_duplicates(rollouts, quarantine, held)
     rollouts, quarantine, timeless = settle_times(rollouts, quarantine, now=now())
     items = number_items(items, rollouts)
@@ -439,7 +458,33 @@ def write_batch(
     result.set_aside = set_aside(quarantine)
     result.statuses = statuses
     result.failed_files = failed
+    if prepared.large.height:  # files read in pieces, each piece written as it is read
+        from memkiln.io.large_file import ingest_large_files  # it builds on this module
+
+        # the batch's rows are written: let them go before the pieces are read
+        del items, rollouts, quarantine, per_file, tool_calls, files, norm
+        prepared.norm.clear()
+        result.add(ingest_large_files(con, prepared.large, run_id=run_id, rules=load_rules()))
     return result
+
+
+def holders(
+    con: duckdb.DuckDBPyConnection, fids: list[int], ids: list[str]
+) -> tuple[pl.DataFrame, list[int]]:
+    """``(held, released)``: the sessions of ``ids`` other files than ``fids`` hold
+    (``rollout_id, holder``), and the files holding some of them that are gone (an archive
+    moved or reached by another path), whose sessions these files take over."""
+    held = fetch_pl(con, sql("sessions_held_elsewhere"), {"fids": fids, "ids": ids})
+    # a stored path holding a redacted secret cannot be checked: its file is taken as present
+    gone = held.filter(
+        pl.Series(
+            [REDACTED not in p and not os.path.exists(p) for p in held["holder_path"]],
+            dtype=pl.Boolean,
+        )
+    )
+    released = gone["holder"].unique().to_list()
+    held = held.join(gone.select("holder"), on="holder", how="anti").drop("holder_path")
+    return held, released
 
 
 @dataclass
@@ -453,6 +498,32 @@ class Normalized:
     hits: dict[str, int]
     #: fid, line_no, is_error of lines that flag a tool result (Pi's ``isError``)
     result_errors: pl.DataFrame = field(default_factory=lambda: _no_result_errors())
+    #: a piece of a large file: the rollout fields its session was built from (those of the
+    #: pieces before it too), for the next piece
+    narrow: pl.DataFrame | None = None
+
+    def clear(self) -> None:
+        """Let the rows go (written), keeping the frames' columns."""
+        self.items, self.rollouts, self.quarantine = (
+            self.items.clear(),
+            self.rollouts.clear(),
+            self.quarantine.clear(),
+        )
+        self.per_file, self.result_errors = self.per_file.clear(), self.result_errors.clear()
+        self.narrow = None
+
+
+@dataclass(frozen=True)
+class PieceContext:
+    """What the pieces of a large file read before tell the next one's normalization
+    (``memkiln.io.large_file``): the file's format (the first piece's majority), the rollout
+    fields that matter of the lines before (``transforms.pieces.fields_that_matter``), and
+    the last timestamp of its items, carried forward over the next items without one."""
+
+    format: str | None = None
+    narrow: pl.DataFrame | None = None
+    last_ts: datetime | None = None
+    first: bool = False  # the first piece: its own lines decide the format
 
 
 def normalize_chunks(
@@ -480,8 +551,13 @@ def normalize_lines(
     files: pl.DataFrame,
     extra_quarantine: pl.DataFrame | None = None,
     rules: RuleSet,
+    context: PieceContext | None = None,
 ) -> Normalized:
     """Turn the lines of a batch (``split_lines``) into redacted items and rollouts.
+
+    With ``context``, the lines are a piece of one large file after others: its format is
+    the context's, its session is built from the context's fields and its own, and its
+    items' timestamps go on from the context's; the fields are handed on in ``narrow``.
 
     The lines are cleaned, classified and parsed in parts of at most ``PARSE_PART_BYTES``, so
     memory follows that size and the batch's output, not the largest file. A file's format is
@@ -517,6 +593,8 @@ def normalize_lines(
         goods.append(good)
     del lines
     formats = formats_from_votes(pl.concat(votes).lazy()).collect(engine=POLARS_ENGINE)
+    if context is not None and not context.first:
+        formats = formats.with_columns(format=pl.lit(context.format, dtype=pl.String))
 
     # 5. normalize into items (part by part) and rollouts
     pieces: list[pl.DataFrame] = []
@@ -537,6 +615,10 @@ def normalize_lines(
         else _no_items()
     )
     del pieces
+    if context is not None and context.last_ts is not None:
+        items = items.with_columns(pl.col("ts").fill_null(context.last_ts))
+    if context is not None and context.narrow is not None:
+        narrow.insert(0, context.narrow)
     quarantine = pl.concat(bads, how="vertical_relaxed")
     n_lines = pl.concat(counts).group_by("fid").agg(pl.col("n_lines").sum())
     per_file = (
@@ -549,9 +631,11 @@ def normalize_lines(
         )
         .with_columns(pl.col("n_lines", "n_quarantined").fill_null(0).cast(pl.Int64))
     )
+    narrowed = pl.concat(narrow, how="vertical_relaxed")
+    del narrow
     rollouts, rollout_hits = redact_rollouts(
         build_rollouts(
-            pl.concat(narrow).lazy(),
+            narrowed.lazy(),
             items.lazy(),
             per_file.filter(pl.col("format").is_not_null()).lazy(),
         ).collect(engine=POLARS_ENGINE),
@@ -559,7 +643,13 @@ def normalize_lines(
     )
     hits.update(rollout_hits)
     return Normalized(
-        items, rollouts, quarantine, per_file, dict(hits), result_errors=pl.concat(errors)
+        items,
+        rollouts,
+        quarantine,
+        per_file,
+        dict(hits),
+        result_errors=pl.concat(errors),
+        narrow=narrowed if context is not None else None,
     )
 
 
@@ -822,14 +912,18 @@ def _write(
             execute(con, f"delete_file_{table}", fids=params["fids"])
         con.execute(sql("upsert_files"), {"run_id": run_id, "at": at})
         con.execute(sql("insert_rollouts"), {"run_id": run_id, "at": at})
-        # items in slices of about SEGMENT_BYTES: one Arrow copy of a slice at a time
-        for offset, length in _segments(_item_bytes(items), SEGMENT_BYTES):
-            con.register("b_items", items.slice(offset, length).to_arrow(compat_level=ARROW_OUT))
-            try:
-                con.execute(sql("insert_items"))
-            finally:
-                con.unregister("b_items")
+        insert_items(con, items)
         con.execute(sql("insert_tool_calls"))
         con.execute(sql("insert_quarantine"), {"run_id": run_id, "at": at})
         for rule_id, n in hits.items():
             execute(con, "add_redaction_hits", run_id=run_id, rule_id=rule_id, hits=n)
+
+
+def insert_items(con: duckdb.DuckDBPyConnection, items: pl.DataFrame) -> None:
+    """Insert items in slices of about SEGMENT_BYTES: one Arrow copy of a slice at a time."""
+    for offset, length in _segments(_item_bytes(items), SEGMENT_BYTES):
+        con.register("b_items", items.slice(offset, length).to_arrow(compat_level=ARROW_OUT))
+        try:
+            con.execute(sql("insert_items"))
+        finally:
+            con.unregister("b_items")

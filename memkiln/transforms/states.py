@@ -160,5 +160,6 @@ class QuarantineReason(StrEnum):
     DUPLICATE_ROLLOUT = "duplicate_rollout"
     LINE_TOO_LONG = "line_too_long"
     FILE_TOO_LARGE = "file_too_large"
+    TOO_MANY_BAD_LINES = "too_many_bad_lines"
     NO_SESSION = "no_session"
     BAD_TIMESTAMP = "bad_timestamp"

@@ -360,10 +360,10 @@ def test_a_file_that_cannot_be_opened_keeps_what_was_stored_and_is_read_again(
     append_user_turn(grown, "one more turn after the resume")
     locked = {str(grown), str(new)}
 
-    def read_or_refuse(stat: archive.FileStat) -> archive.FileBytes:
+    def read_or_refuse(stat: archive.FileStat, **limits: int) -> archive.FileBytes:
         if stat.path in locked:
             return archive.FileBytes(stat, b"", "unreadable_file", "PermissionError: denied")
-        return archive.read_file(stat)
+        return archive.read_file(stat, **limits)
 
     monkeypatch.setattr(loader, "read_file", read_or_refuse)
     refused = run_ingest(sample_archive, db)

@@ -65,7 +65,7 @@ def test_every_view_returns_rows_on_the_sample_database(con: duckdb.DuckDBPyConn
     zero = con.execute(
         "select count(*), sum(entries) from v_quarantine_by_reason where path = '(all files)'"
     ).fetchone()
-    assert zero == (13, 0)
+    assert zero == (14, 0)
 
 
 def test_v_quarantine_by_reason_returns_the_bad_lines_of_an_archive(tmp_path: Path) -> None:
@@ -101,7 +101,7 @@ def test_v_quarantine_by_reason_returns_the_bad_lines_of_an_archive(tmp_path: Pa
         con.close()
     assert reasons == {"invalid_json", "not_an_object"}
     assert totals["invalid_json"] == 1 and totals["not_an_object"] == 1
-    assert totals["truncated_line"] == 0 and len(totals) == 13
+    assert totals["truncated_line"] == 0 and len(totals) == 14
 
 
 def test_v_sessions_daily_counts_every_session_once_per_day_project_and_source(

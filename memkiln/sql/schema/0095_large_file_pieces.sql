@@ -1,0 +1,5 @@
+-- Large session files are read in pieces: a file whose pieces are being written is
+-- 'incomplete' (no fingerprint: read again by the next run if this one stops); a file past
+-- the limit of quarantined lines is not read further (too_many_bad_lines).
+comment on column quarantine.reason is 'invalid_json | not_an_object | invalid_utf8 | truncated_line | line_too_long (longer than the line limit; its length in bytes) | binary_file | corrupt_compressed | file_too_large (past the per-file limit of decompressed lines, 1 GiB) | too_many_bad_lines (past the per-file limit of quarantined lines: the rest not read) | unreadable_file | unrecognized_format | no_session (lines of a known format, no session id) | bad_timestamp (a session whose times are missing, out of range, in the future or without a zone) | duplicate_rollout.';
+comment on column files.status is 'ok | partial (some lines quarantined) | empty | unreadable | binary | corrupt | unrecognized | no_session | bad_timestamp | duplicate | moved | incomplete (a large file whose pieces were being written when its run stopped: read again from its start by the next run).';
