@@ -18,9 +18,9 @@ import polars as pl
 import pytest
 import zstandard
 
-from memkiln.flows.plain_ingest import ingest_archive
 from memkiln.io import large_file, loader
 from memkiln.io.store import fetch_pl
+from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 from tests.builders import codex_lines, uid, write_rollout
 
