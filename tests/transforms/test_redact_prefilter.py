@@ -185,3 +185,17 @@ def test_a_damaged_cache_is_compiled_again_and_without_hyperscan_there_is_none(
     assert rules_io.with_prefilter(bare).prefilter is not None  # and read back
     monkeypatch.setattr(redact_prefilter, "_hyperscan", None)
     assert rules_io.with_prefilter(bare).prefilter is None
+
+
+def test_the_packaged_rules_come_from_their_cache_and_a_damaged_one_is_parsed_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    first = rules_io._packaged.__wrapped__()  # parsed, stored
+    [stored] = (tmp_path / "memkiln").glob("rules-*.pickle")
+    again = rules_io._packaged.__wrapped__()  # read back
+    assert again.rule_ids == first.rule_ids and again.prefilter is not None
+    body = b"not a pickle"
+    stored.write_bytes(hashlib.sha256(body).digest() + body)
+    assert rules_io._packaged.__wrapped__().rule_ids == first.rule_ids
+    assert rules_io._load(stored) != body  # stored again, whole
