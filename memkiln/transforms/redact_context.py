@@ -90,8 +90,18 @@ class ContextRule:
         )
 
     def _strong(self, prefix: str) -> bool:
+        """Does ``prefix`` (the key word, what led to it and the window) vouch for a value a
+        weak key word alone does not: a strong key word, or a weak one joined to the name
+        before it (``blocknative_key=``, ``dailyKEY``), not a header of its own
+        (``Idempotency-Key:``)?"""
         lowered = prefix.lower()
-        return any(k in lowered for k in self.prefilter if k not in self.weak_keywords)
+        if any(k in lowered for k in self.prefilter if k not in self.weak_keywords):
+            return True
+        for k in self.weak_keywords:
+            at = lowered.find(k)
+            if at > 0 and (prefix[at - 1] == "_" or prefix[at - 1].isalnum()):
+                return True
+        return False
 
 
 def entropy(value: str) -> float:
@@ -133,10 +143,18 @@ def parse_context_rule(raw: Any, *, source: str) -> ContextRule:
     upper = "|".join(re.escape(k.upper()) for k in by_length)
     glued = f"{capital}|{upper}"
     # a key word starts a word, or follows a lower-case letter or digit Capitalised or in UPPER
-    # case (clientSecret, signupgeniusKEY); the window then starts with neither a letter nor a
-    # digit (keyboard, PATCH, key words inside a base64 blob)
+    # case (clientSecret, signupgeniusKEY), or follows an upper-case letter in lower case
+    # (buttercmsPRIVATEkey), or, six letters or more and not weak, follows a letter in lower
+    # case (shortcutaccess: a provider's name glued to it; monkey, bypass stay words); the
+    # window then starts with neither a letter nor a digit (keyboard, PATCH, key words inside
+    # a base64 blob)
+    weak = {k.lower() for k in raw.get("weak_keywords", [])}
+    long_lower = "|".join(
+        re.escape(k.lower()) for k in by_length if len(k) >= 6 and k.lower() not in weak
+    )
     pattern = (
-        f"((?:(?:^|[^A-Za-z0-9])(?:{lower}|{glued})|[A-Za-z0-9](?:{capital})|[a-z0-9](?:{upper}))"
+        f"((?:(?:^|[^A-Za-z0-9])(?:{lower}|{glued})|[A-Za-z0-9](?:{capital})|[a-z0-9](?:{upper})"
+        f"|[A-Z](?:{lower})|[a-z](?:{long_lower}))"
         f"{raw['window']})({raw['value']})"
     )
     row_filter = f"(?:{lower}|{glued}){raw['window']}{raw['value']}"
