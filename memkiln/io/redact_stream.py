@@ -1,7 +1,8 @@
 """``memkiln redact``'s body: files (or stdin) to stdout, redacted, in bounded pieces.
 
 The pieces are :mod:`memkiln.io.scrub`'s (about 8 MiB of whole lines, a private-key block
-never cut). A piece of JSON lines (a session's JSONL) is scanned line by line, as bytes, with
+never cut). A piece of JSON lines (a session's JSONL; blank lines too) is scanned line by
+line, as bytes, with
 the rule set's Hyperscan prefilter (``transforms/redact_prefilter``): only the lines where some
 rule may match are decoded and redacted (together, as one batch: a secret Betterleaks' rules
 confirm in one line is replaced in the others that hold a key word, as ingest does); every
@@ -38,15 +39,19 @@ def _valid(piece: bytes) -> bytes:
     return piece
 
 
+def _json_or_blank(line: bytes) -> bool:
+    """A JSON object's line, or a blank one (a session file may end with one): a blank line
+    holds no secret, and no secret spans two JSON lines."""
+    return line.startswith(b"{") or not line.strip()
+
+
 def redact_piece(piece: bytes, *, rules: RuleSet) -> tuple[bytes, Counter[str]]:
     """One piece of whole lines, redacted, and the hits per rule."""
     piece = _valid(piece)
     prefilter = rules.prefilter
     lines = piece.split(b"\n")
     tail = lines.pop() if lines else b""  # after the last line break: b"" or a last line
-    json_lines = all(line.startswith(b"{") for line in lines) and (
-        not tail or tail.startswith(b"{")
-    )
+    json_lines = all(_json_or_blank(line) for line in lines) and _json_or_blank(tail)
     if prefilter is None or not prefilter.plan.fits(rules) or not json_lines:
         redacted, found = next(redact_chunks([piece.decode("utf-8")], rules=rules))
         return redacted.encode("utf-8"), found

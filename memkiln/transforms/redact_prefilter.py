@@ -256,13 +256,22 @@ class Prefilter:
         return out
 
     def scan(self, series: pl.Series) -> Scan:
-        """Which ids may match in each row of ``series``."""
-        ids: dict[int, frozenset[int]] = {}
-        for start in range(0, len(series), SLICE_ROWS):  # a slice at a time: bounded copies
-            texts = series.slice(start, SLICE_ROWS).to_list()
-            for offset, found in enumerate(self.ids_of(texts)):
+        """Which ids may match in each row of ``series``. Each distinct text is scanned once
+        (a batch's short columns, item types and roles, repeat a few values)."""
+        distinct = series.drop_nulls().unique()
+        found_in: dict[str, frozenset[int]] = {}
+        for start in range(0, len(distinct), SLICE_ROWS):  # a slice at a time: bounded copies
+            texts = distinct.slice(start, SLICE_ROWS).to_list()
+            for text, found in zip(texts, self.ids_of(texts), strict=True):
                 if found:
-                    ids[start + offset] = found
+                    found_in[text] = found
+        ids: dict[int, frozenset[int]] = {}
+        if found_in:
+            wanted = pl.Series(list(found_in), dtype=pl.String).implode()
+            rows = series.is_in(wanted).fill_null(False)
+            positions = rows.arg_true().to_list()
+            for row, text in zip(positions, series.gather(positions).to_list(), strict=True):
+                ids[row] = found_in[text]
         return Scan(self, series, ids)
 
 
