@@ -23,6 +23,7 @@ from typing import BinaryIO
 
 import polars as pl
 
+from memkiln.io.rules import prefiltered
 from memkiln.io.scrub import CHUNK_BYTES, _chunks, redact_chunks
 from memkiln.transforms.redact import RuleSet, redact_counted_series
 from memkiln.transforms.redact_prefilter import Prefilter, Scan
@@ -77,8 +78,10 @@ def _redact_rows(
 def redact_streams(
     files: Iterable[Path], *, stdin: BinaryIO, stdout: BinaryIO, rules: RuleSet
 ) -> Counter[str]:
-    """Redact every file in order (stdin when there is none) to ``stdout``; hits per rule."""
+    """Redact every file in order (stdin when there is none) to ``stdout``; hits per rule.
+    ``rules`` get their Hyperscan prefilter here when they have none."""
     total: Counter[str] = Counter()
+    rules = prefiltered(rules)
     paths = list(files)
     sources: list[Path | None] = list(paths) if paths else [None]
     for path in sources:

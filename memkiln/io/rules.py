@@ -26,13 +26,29 @@ def read_betterleaks() -> tuple[str, str]:
     return config.version, config.text
 
 
-def load_rules(path: Path | None = None) -> RuleSet:
-    """The rules of ``path``, or the packaged ``secret_rules.toml`` (parsed once), with their
-    prefilter when Hyperscan is installed."""
+def load_rules(path: Path | None = None, *, prefilter: bool = False) -> RuleSet:
+    """The rules of ``path``, or the packaged ``secret_rules.toml`` (parsed once); with
+    ``prefilter``, their Hyperscan prefilter when Hyperscan is installed (``memkiln redact``
+    uses it; ingest does not yet: bench/RESULTS.md, redaction round 4)."""
     if path is None:
-        return _packaged()
+        return _packaged() if prefilter else _plain()
     text = Path(path).read_text(encoding="utf-8")
-    return with_prefilter(parse_rules(text, source=str(path), read_source=read_betterleaks))
+    rules = parse_rules(text, source=str(path), read_source=read_betterleaks)
+    return with_prefilter(rules) if prefilter else rules
+
+
+def prefiltered(rules: RuleSet) -> RuleSet:
+    """``rules`` with their prefilter (the packaged ones from the cache)."""
+    if rules.prefilter is not None:
+        return rules
+    if rules is _plain():
+        return _packaged()
+    return with_prefilter(rules)
+
+
+@functools.cache
+def _plain() -> RuleSet:
+    return dataclasses.replace(_packaged(), prefilter=None)
 
 
 @functools.cache

@@ -28,7 +28,14 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "secrets"
 
 @pytest.fixture(scope="module")
 def rules() -> RuleSet:
-    return load_rules()
+    return load_rules(prefilter=True)
+
+
+def test_ingest_s_rules_have_none_and_memkiln_redact_s_get_theirs() -> None:
+    plain = load_rules()
+    assert plain.prefilter is None
+    assert rules_io.prefiltered(plain) is load_rules(prefilter=True)
+    assert rules_io.prefiltered(plain).prefilter is not None
 
 
 def _matches(expression: str, text: str) -> bool:
