@@ -76,6 +76,7 @@ def test_without_hyperscan_the_output_is_the_same(
     assert _run(redact_stream, SESSION, bare) == fast
 
 
+@pytest.mark.corpus
 @pytest.mark.skipif(not ROLLOUTS.is_dir(), reason="the shared session corpus is not here")
 def test_the_corpus_is_redacted_as_the_whole_piece_would_be(rules: RuleSet) -> None:
     files = sorted(ROLLOUTS.rglob("*.jsonl"))

@@ -138,12 +138,14 @@ def _both(series: pl.Series, rules: RuleSet, *, unescape: bool) -> None:
     assert fast[0].to_list() == slow[0].to_list()
 
 
+@pytest.mark.corpus  # the fixtures and every public example, twice
 def test_with_and_without_the_prefilter_the_fixtures_are_redacted_alike(rules: RuleSet) -> None:
     series = pl.Series("text", [*_texts(), *_examples()], dtype=pl.String)
     _both(series, rules, unescape=True)
     _both(series, rules, unescape=False)
 
 
+@pytest.mark.corpus
 @pytest.mark.skipif(not ROLLOUTS.is_dir(), reason="the shared session corpus is not here")
 def test_with_and_without_the_prefilter_the_corpus_is_redacted_alike(rules: RuleSet) -> None:
     series = pl.Series("text", _corpus_lines(), dtype=pl.String)
