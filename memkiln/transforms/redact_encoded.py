@@ -78,12 +78,21 @@ def decode(text: str) -> str | None:
 
 
 def _confirmed(
-    series: pl.Series, rule: EncodedRule, marker: str, redact: Redactor
+    series: pl.Series,
+    rule: EncodedRule,
+    marker: str,
+    redact: Redactor,
+    maybe: pl.Series | None = None,
 ) -> tuple[dict[str, str], pl.Series, int]:
     """Distinct candidate spans that decode to text holding a secret -> their redaction, the
     rows that may hold one, and how many spans (with repeats) were confirmed."""
     no_rows = pl.Series(dtype=pl.UInt32)
-    hit = series.str.contains(rule.pattern).fill_null(False)
+    if maybe is None:
+        hit = series.str.contains(rule.pattern).fill_null(False)
+    else:  # only the rows a prefilter found may match
+        hit = maybe.fill_null(False)
+        if hit.any():
+            hit = hit.scatter(hit.arg_true(), series.filter(hit).str.contains(rule.pattern))
     if not hit.any():
         return {}, no_rows, 0
     rows = hit.arg_true()
@@ -109,12 +118,19 @@ def _confirmed(
 
 
 def redact_encoded_with_hits(
-    series: pl.Series, rules: tuple[EncodedRule, ...], marker: str, redact: Redactor
+    series: pl.Series,
+    rules: tuple[EncodedRule, ...],
+    marker: str,
+    redact: Redactor,
+    *,
+    candidates: Callable[[int, pl.Series], pl.Series] | None = None,
 ) -> tuple[pl.Series, dict[str, int]]:
-    """``series`` with every base64 run that holds a secret replaced, and the hits per rule."""
+    """``series`` with every base64 run that holds a secret replaced, and the hits per rule;
+    ``candidates``: rule index, text -> the rows a prefilter found for that rule."""
     hits: dict[str, int] = {}
-    for rule in rules:
-        found, rows, n = _confirmed(series, rule, marker, redact)
+    for index, rule in enumerate(rules):
+        maybe = candidates(index, series) if candidates else None
+        found, rows, n = _confirmed(series, rule, marker, redact, maybe)
         if found:
             hits[rule.id] = n
             keys = sorted(found, key=len, reverse=True)

@@ -367,12 +367,25 @@ def route(candidates: pl.Series, rules: SourceRules) -> dict[int, list[int]]:
             for index in rules.by_keyword.get(rules.listed_keywords[number], ()):
                 if index not in rules.alone:
                     routed.setdefault(index, set()).add(row)
-        rows_of |= {index: sorted(rows) for index, rows in routed.items()}
+        rows_of |= {index: sorted(routed[index]) for index in sorted(routed)}
     return rows_of
 
 
+def in_route_order(rows_of: dict[int, list[int]], rules: SourceRules) -> dict[int, list[int]]:
+    """``rows_of`` in the order rules are tried: those routed alone, then the others by
+    index (the first rule that confirms a text decides its replacement)."""
+    alone = [i for i in rules.alone if i in rows_of]
+    rest = sorted(i for i in rows_of if i not in set(rules.alone))
+    return {i: rows_of[i] for i in alone + rest}
+
+
+#: The rows holding a key word, and per rule the rows among them to search (numbered among
+#: those rows): what a prefilter found instead of :func:`route`.
+Routing = tuple[pl.Series, dict[int, list[int]]]
+
+
 def _confirmed(
-    series: pl.Series, rules: SourceRules, marker: str
+    series: pl.Series, rules: SourceRules, marker: str, routed: Routing | None = None
 ) -> tuple[pl.Series, dict[str, str], Counter[str]]:
     """Candidate row mask, confirmed text -> its redaction, and matches replaced per rule.
 
@@ -381,11 +394,11 @@ def _confirmed(
     (``key: disableKeyboardA11y``) is left alone where it is only a word.
     """
     hits: Counter[str] = Counter()
-    mask = rules.keyword_rows(series)
+    mask = rules.keyword_rows(series) if routed is None else routed[0]
     if not mask.any():
         return mask, {}, hits
     candidates = series.filter(mask)
-    rows_of = route(candidates, rules)
+    rows_of = in_route_order(route(candidates, rules) if routed is None else routed[1], rules)
     found: dict[str, str] = {}
     for index, rows in rows_of.items():
         rule = rules.rules[index]
@@ -455,10 +468,11 @@ def redact_source_series(series: pl.Series, rules: SourceRules, marker: str) -> 
 
 
 def redact_source_with_hits(
-    series: pl.Series, rules: SourceRules, marker: str
+    series: pl.Series, rules: SourceRules, marker: str, *, routed: Routing | None = None
 ) -> tuple[pl.Series, dict[str, int]]:
-    """:func:`redact_source_series` and :func:`source_hits` of ``series`` in one search."""
-    mask, found, hits = _confirmed(series, rules, marker)
+    """:func:`redact_source_series` and :func:`source_hits` of ``series`` in one search;
+    ``routed``: the rows a prefilter found for the key words and each rule."""
+    mask, found, hits = _confirmed(series, rules, marker, routed)
     if not found:
         return series, dict(hits)
     keys = sorted(found, key=len, reverse=True)  # a text that contains another goes whole
