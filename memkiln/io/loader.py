@@ -61,6 +61,7 @@ from memkiln.transforms.redact import (
     redact_expr,
     redact_text,
 )
+from memkiln.transforms.redact_across import redact_across_frame
 from memkiln.transforms.settle import (
     FAILED_STATUSES,
     file_statuses,
@@ -760,7 +761,10 @@ def _items_of(
     finally:
         con.unregister("batch_content")
     items = build_items(fields.lazy(), blocks.lazy(), fill_timestamps=False)
-    return redact_items(items.collect(engine=POLARS_ENGINE), rules=rules)
+    items, hits = redact_items(items.collect(engine=POLARS_ENGINE), rules=rules)
+    # a token cut in two by consecutive tool outputs: neither half is kept
+    items, across = redact_across_frame(items, rules=rules)
+    return items, dict(Counter(hits) + Counter(across))
 
 
 def _strip_payloads(con: duckdb.DuckDBPyConnection, fields: pl.DataFrame) -> pl.DataFrame:

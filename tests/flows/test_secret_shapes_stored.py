@@ -49,3 +49,37 @@ def test_the_shapes_that_survived_are_in_no_table(tmp_path: Path) -> None:
         | {f"remote token in {where}" for where, text in texts if REMOTE_TOKEN in text}
     )  # fmt: skip
     assert leaks == []
+
+
+def test_a_token_cut_by_two_tool_outputs_leaves_neither_half_in_any_table(
+    tmp_path: Path,
+) -> None:
+    token = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
+    session = "019b3333-0000-7000-8000-000000000002"
+    meta = {"timestamp": AT, "type": "session_meta",
+            "payload": {"id": session, "cwd": "/srv/app", "source": "cli"}}  # fmt: skip
+    lines = [json.dumps(meta)]
+    outputs = [f"$ head -c 20 token.txt\n{token[:20]}", f"{token[20:]}\n$ echo done"]
+    for n, output in enumerate(outputs):
+        call = {"type": "function_call", "name": "shell", "call_id": f"call_{n}",
+                "arguments": json.dumps({"command": ["bash", "-lc", "cat token.txt"]})}  # fmt: skip
+        result = {"type": "function_call_output", "call_id": f"call_{n}", "output": output}
+        lines += [json.dumps({"timestamp": AT, "type": "response_item", "payload": p})
+                  for p in (call, result)]  # fmt: skip
+    archive = tmp_path / "archive" / "sessions" / "2026" / "01" / "02"
+    archive.mkdir(parents=True)
+    (archive / f"rollout-2026-01-02T03-04-05-{session}.jsonl").write_text(
+        "\n".join(lines) + "\n", encoding="utf-8"
+    )
+    s = Settings(archive=tmp_path / "archive", db=tmp_path / "m.duckdb", backfill=True,
+                 min_rollout_idle_hours=0)  # fmt: skip
+
+    summary = ingest_archive(s)
+
+    assert summary.quarantined == 0
+    texts = store_texts(s.db)
+    assert any("echo done" in text for _, text in texts)  # the outputs themselves are stored
+    halves = [token[:20], token[20:], token[4:20], token[20:36]]
+    leaks = sorted({f"{half} in {where}" for half in halves for where, text in texts
+                    if half in text})  # fmt: skip
+    assert leaks == []
