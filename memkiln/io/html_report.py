@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from functools import cache
@@ -53,6 +54,8 @@ class ReportResult:
     charts: int
     projects: int
     bytes: int
+    #: how long reading the database and writing the file took
+    seconds: float = 0.0
 
 
 @cache
@@ -268,6 +271,7 @@ def render(
 
 def write_report(db: Path, out: Path, *, memories: Path) -> ReportResult:
     """Read ``db`` (read-only) and write the report to ``out`` (atomically)."""
+    began = time.monotonic()
     con = connect_read_only(db)
     try:
         answers = frames(con)
@@ -283,5 +287,9 @@ def write_report(db: Path, out: Path, *, memories: Path) -> ReportResult:
     tmp.write_text(html, encoding="utf-8")
     tmp.replace(out)
     return ReportResult(
-        path=out, charts=n_charts, projects=answers.projects.height, bytes=len(html.encode())
+        path=out,
+        charts=n_charts,
+        projects=answers.projects.height,
+        bytes=len(html.encode()),
+        seconds=time.monotonic() - began,
     )

@@ -12,6 +12,7 @@ the ``vl-convert-python`` package; nothing is fetched.
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -135,6 +136,7 @@ def render_parts(parts: Iterable[Part], *, title: str) -> tuple[str, int]:
 def show(parts: Iterable[Part], *, html: object = None, title: str = "memkiln notebook") -> None:
     """The notebook run as a script: print its parts; with ``--html PATH`` (marimo's
     ``cli_args``), also write them as one static page to PATH."""
+    began = time.monotonic()
     parts = list(parts)
     print_parts(parts)
     if html in (None, ""):
@@ -147,4 +149,8 @@ def show(parts: Iterable[Part], *, html: object = None, title: str = "memkiln no
     tmp = path.with_name(f".{path.name}.tmp")
     tmp.write_text(page, encoding="utf-8")
     tmp.replace(path)
-    print(f"wrote {path} ({len(page.encode()) / 1e6:.1f} MB): {charts} charts", file=sys.stderr)
+    took = time.monotonic() - began
+    print(
+        f"wrote {path} ({len(page.encode()) / 1e6:.1f} MB): {charts} charts, in {took:.1f} s",
+        file=sys.stderr,
+    )

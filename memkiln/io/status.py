@@ -134,8 +134,8 @@ def print_status(report: dict[str, Any], console: Console) -> None:
     console.print(jobs)
     # a running run's row shows what it has done so far (status_runs.sql)
     runs = Table(title=f"last {STATUS_RUNS} runs")
-    columns = ("run", "command", "status", "started (UTC)", "seconds", "sessions", "items")
-    columns += ("projects", "cost (USD)", "failed")
+    columns = ["run", "command", "status", "started (UTC)", "seconds", "sessions", "items"]
+    columns += ["projects", "cost (USD)", "failed"]
     numeric = ("seconds", "sessions", "items", "projects", "cost (USD)")
     for column in columns:
         runs.add_column(column, justify="right" if column in numeric else "left")
