@@ -99,6 +99,7 @@ def test_the_report_at_1280_pixels_opens_with_the_status_banner_and_nothing_is_w
     for fact in ("memkiln run", "took", "6 done: 3 with a memory", "model requests", "$0.0000"):
         assert fact in banner["text"], fact
     assert dom.index('id="banner"') < dom.index('class="charts"') < dom.index("<table")
+    assert banner["bottom"] <= 600  # first, at the top of the screenshot
     # no element reaches past the right edge; cells wrap between words only
     assert found["widerCount"] == 0, found["wider"]
     assert found["scrollWidth"] == found["clientWidth"] == WIDTH
@@ -206,7 +207,7 @@ def many_projects_answers(n: int = 60) -> Frames:
                 "estimated_at": [day],
                 "command": ["run"],
                 "sessions_to_do": [51],
-                "projects_to_do": [47],
+                "projects_with_sessions_to_do": [47],
                 "estimated_model_requests": [91],
                 "estimated_tokens": [1_234_567],
                 "estimated_cost_usd": [1.5],
@@ -248,9 +249,10 @@ def test_a_store_of_sixty_long_named_projects_still_fits_1280_pixels_and_shows_t
     assert found["scrollWidth"] == WIDTH
     assert found["banner"]["cls"] == "banner failed"
     assert found["banner"]["text"].startswith("Last run failed")
+    assert found["banner"]["bottom"] <= 600  # first, in the screenshot's top
     assert all(n > 3 for n in found["charts"].values()), found["charts"]
     # the estimate beside what the run then did
-    assert "projects to do" in dom and "projects written" in dom
+    assert "projects with sessions to do" in dom and "projects written" in dom
     screenshot(page, ARTIFACTS / "report-many-projects-1280.png", tmp_path / "profile")
 
 

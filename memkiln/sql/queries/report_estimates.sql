@@ -1,6 +1,7 @@
 -- Each dry run's estimate beside what the next run of the same command (not a dry run) then
--- did and spent, newest first. The estimate counts sessions to extract and projects that may
--- get new memories; the run, the sessions it extracted and the projects it wrote.
+-- did and spent, newest first. The estimate counts sessions to extract and the projects they
+-- belong to (each may get new memories); the run, the sessions it extracted and the projects
+-- it wrote (a session with nothing durable adds no memory, so fewer projects may be written).
 with dry as (
     select e.*, r.command, r.started_at
     from run_estimates as e
@@ -25,7 +26,7 @@ select
     d.started_at as estimated_at,
     d.command,
     d.sessions_to_do,
-    d.projects_to_do,
+    d.projects_to_do as projects_with_sessions_to_do,
     cast(coalesce(q.requests, 0) as bigint) as estimated_model_requests,
     d.input_tokens + d.output_tokens as estimated_tokens,
     d.cost_usd as estimated_cost_usd,
