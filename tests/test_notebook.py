@@ -140,3 +140,14 @@ def test_the_notebook_writes_a_static_page_whose_tables_and_charts_draw_offline(
     assert "What failed in memkiln, and why</h2>" in markup
     assert "nittastudio" in markup and "tool_<wbr>kind" in markup  # rows of the tables
     screenshot(page, ARTIFACTS / "notebook-1280.png", tmp_path / "profile")
+
+
+def test_the_notebook_says_what_html_takes_when_it_is_given_no_file_name(
+    sample: SampleDb,
+) -> None:
+    env = {**os.environ, "MEMKILN_DB": str(sample.db)}
+    done = subprocess.run(
+        [sys.executable, str(NOTEBOOK), "--html"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode != 0 and "--html takes one file name" in done.stderr

@@ -139,10 +139,10 @@ def show(parts: Iterable[Part], *, html: object = None, title: str = "memkiln no
     began = time.monotonic()
     parts = list(parts)
     print_parts(parts)
-    if html in (None, ""):
+    if html is None:
         return
-    if not isinstance(html, str):
-        raise SystemExit(f"--html takes one file name, not {html!r}")
+    if not isinstance(html, str) or not html:
+        raise SystemExit(f"--html takes one file name (--html overview.html), not {html!r}")
     page, charts = render_parts(parts, title=title)
     path = Path(html).expanduser().resolve()
     path.parent.mkdir(parents=True, exist_ok=True)
