@@ -1,8 +1,11 @@
 """The memkiln notebook: what happened last night, what failed and why, what it cost, which
 projects are active. A marimo app: ``marimo edit notebooks/overview.py`` to explore,
 ``marimo run notebooks/overview.py`` to view, ``python notebooks/overview.py`` to run it top to
-bottom. The database is the one memkiln uses (``MEMKILN_DB``, else the ``db`` of the config
-file named by ``MEMKILN_CONFIG``, else ``data/memkiln.duckdb``), opened read-only.
+bottom and print its tables, ``python notebooks/overview.py --html overview.html`` to also
+write it as one static page that opens offline (marimo's ``export html`` page loads marimo's
+front end from the network). The database is the one memkiln uses (``MEMKILN_DB``, else the
+``db`` of the config file named by ``MEMKILN_CONFIG``, else ``data/memkiln.duckdb``), opened
+read-only.
 """
 
 import marimo
@@ -18,10 +21,11 @@ def _():
 
     import memkiln
     from memkiln.io.analytics import frames
+    from memkiln.io.notebook_page import part
     from memkiln.settings import load_settings
     from memkiln.transforms import charts
 
-    return charts, frames, load_settings, memkiln, mo, pl
+    return charts, frames, load_settings, memkiln, mo, part, pl
 
 
 @app.cell
@@ -49,8 +53,8 @@ def _(frames, load_settings, memkiln):
 
 
 @app.cell
-def _(answers, db, mo, newest):
-    mo.md(
+def _(answers, db, newest, part):
+    page_header = part(
         f"""
         # memkiln: {db}
 
@@ -59,97 +63,140 @@ def _(answers, db, mo, newest):
         `select * from duckdb_columns() where comment is not null`.
         """
     )
-    return
+    page_header
+    return (page_header,)
 
 
 @app.cell
-def _(answers, mo):
+def _(answers, charts, part):
     last = answers.last_run
     verdict = (
         "no run recorded yet"
         if last.is_empty()
-        else f"the last run ({last['command'][0]}, {last['started_at'][0]:%Y-%m-%d %H:%M} UTC) "
-        f"ended **{last['status'][0]}**"
+        else f"the last run ({last['command'][0]}, {last['started_at'][0]:%Y-%m-%d %H:%M} UTC, "
+        f"{last['seconds'][0] or 0:,.1f} s) ended **{last['status'][0]}**"
     )
-    mo.vstack([mo.md(f"## What happened last night\n\n{verdict}"), last])
-    return (last,)
+    page_last_run = part(
+        f"## What happened last night\n\n{verdict}",
+        last,
+        "### Run history",
+        charts.runs_over_time(answers.run_history),
+        answers.run_history,
+    )
+    page_last_run
+    return last, page_last_run
 
 
 @app.cell
-def _(answers, charts, mo):
-    mo.vstack(
-        [
-            mo.md("## What failed, and why"),
-            answers.failures,
-            charts.failures_by_reason(answers.failures),
-        ]
+def _(answers, charts, part):
+    page_failures = part(
+        "## What failed in memkiln, and why",
+        charts.failures_by_reason(answers.failures),
+        answers.failures,
     )
-    return
+    page_failures
+    return (page_failures,)
 
 
 @app.cell
-def _(answers, charts, mo, query):
+def _(answers, charts, part, query):
     failed_calls = query(
-        "select project_key, tool, command, exit_code, error_line, started_at "
+        "select project_key, tool_kind, tool, command, exit_code, error_line, started_at "
         "from v_tool_calls where failed order by started_at desc limit 50"
     )
-    mo.vstack(
-        [
-            mo.md("### Tool calls that failed, per project and tool"),
-            charts.tool_calls_by_project(answers.tool_failures),
-            answers.tool_failures,
-            mo.md("The latest failed calls:"),
-            failed_calls,
-        ]
+    page_tools = part(
+        "## The agents' tool calls that failed, per kind of tool and project",
+        charts.tool_calls_by_kind(answers.tool_failures),
+        answers.tool_failures,
+        charts.tool_calls_by_project(answers.projects),
+        "The latest failed calls:",
+        failed_calls,
     )
-    return (failed_calls,)
+    page_tools
+    return failed_calls, page_tools
 
 
 @app.cell
-def _(answers, charts, mo, pl):
+def _(answers, charts, part, pl):
     total = answers.costs.select(
-        pl.col("cost_usd").sum(), pl.col("input_tokens").sum(), pl.col("output_tokens").sum()
+        pl.col("model_requests").sum(),
+        pl.col("cost_usd").sum(),
+        pl.col("input_tokens").sum(),
+        pl.col("output_tokens").sum(),
     ).row(0)
-    mo.vstack(
-        [
-            mo.md(
-                f"## What it cost\n\n${total[0] or 0:.4f} in total: "
-                f"{total[1] or 0:,} tokens in, {total[2] or 0:,} tokens out"
-            ),
-            charts.cost_per_day(answers.costs),
-            answers.costs,
-        ]
+    page_costs = part(
+        f"## What it cost\n\n{total[0] or 0:,} model requests, ${total[1] or 0:.4f} in total: "
+        f"{total[2] or 0:,} tokens in, {total[3] or 0:,} tokens out",
+        charts.cost_per_day(answers.costs),
+        answers.costs,
+        "### Estimated, then spent: each dry run beside the next run",
+        answers.estimates,
     )
-    return (total,)
+    page_costs
+    return page_costs, total
 
 
 @app.cell
-def _(answers, charts, mo):
-    mo.vstack(
-        [
-            mo.md("## Which projects are active"),
-            charts.sessions_per_day(answers.sessions_daily),
-            answers.projects,
-        ]
+def _(answers, charts, part):
+    page_projects = part(
+        "## Which projects are active",
+        charts.sessions_per_day(answers.sessions_daily),
+        answers.projects,
     )
-    return
+    page_projects
+    return (page_projects,)
 
 
 @app.cell
-def _(answers, mo):
-    mo.vstack([mo.md("## Secrets redacted, per rule and day"), answers.redactions])
-    return
+def _(answers, part):
+    page_redactions = part("## Secrets redacted, per rule and day", answers.redactions)
+    page_redactions
+    return (page_redactions,)
 
 
 @app.cell
-def _(mo, query):
+def _(part, query):
     schema = query(
         "select table_name, column_name, comment from duckdb_columns() "
         "where table_name like 'v\\_%' escape '\\' and not internal "
         "order by table_name, column_index"
     )
-    mo.vstack([mo.md("## The views and what their columns mean"), schema])
-    return (schema,)
+    page_schema = part("## The views and what their columns mean", schema)
+    page_schema
+    return page_schema, schema
+
+
+@app.cell
+def _(
+    mo,
+    page_costs,
+    page_failures,
+    page_header,
+    page_last_run,
+    page_projects,
+    page_redactions,
+    page_schema,
+    page_tools,
+):
+    # Run as a script, the notebook prints every table; `--html PATH` also writes it as one
+    # static page that opens offline (the chart library and the data inside the file).
+    if mo.app_meta().mode == "script":
+        from memkiln.io.notebook_page import show
+
+        show(
+            [
+                page_header,
+                page_last_run,
+                page_failures,
+                page_tools,
+                page_costs,
+                page_projects,
+                page_redactions,
+                page_schema,
+            ],
+            html=mo.cli_args().get("html"),
+        )
+    return
 
 
 if __name__ == "__main__":

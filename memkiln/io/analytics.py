@@ -19,6 +19,9 @@ from memkiln.io.store import fetch_pl, sql
 
 #: Days, up to the newest session, in which a project counts as active.
 ACTIVE_DAYS = 30
+#: Runs shown in the run history, and dry runs beside what the next run spent.
+HISTORY_RUNS = 60
+ESTIMATES = 10
 
 
 def connect_read_only(db: Path | str) -> duckdb.DuckDBPyConnection:
@@ -36,10 +39,13 @@ def connect_read_only(db: Path | str) -> duckdb.DuckDBPyConnection:
 class Frames:
     """The answers, as Polars frames."""
 
+    banner: pl.DataFrame  # the latest run, one row (report_banner.sql)
     last_run: pl.DataFrame  # what happened last night (report_last_run.sql)
-    failures: pl.DataFrame  # what failed and why (report_failures.sql)
-    tool_failures: pl.DataFrame  # tool calls per project and tool (report_tool_failures.sql)
+    run_history: pl.DataFrame  # the latest runs over time (report_run_history.sql)
+    failures: pl.DataFrame  # what failed in memkiln and why (report_failures.sql)
+    tool_failures: pl.DataFrame  # the agents' tool calls per kind (report_tool_failures.sql)
     costs: pl.DataFrame  # what it cost (report_costs.sql)
+    estimates: pl.DataFrame  # dry-run estimates beside what was spent (report_estimates.sql)
     projects: pl.DataFrame  # which projects are active (report_projects.sql)
     sessions_daily: pl.DataFrame  # v_sessions_daily
     redactions: pl.DataFrame  # v_redactions
@@ -49,19 +55,24 @@ def frames(con: duckdb.DuckDBPyConnection, *, active_days: int = ACTIVE_DAYS) ->
     """Run every report query on ``con``."""
     try:
         return _frames(con, active_days=active_days)
-    except duckdb.CatalogException as exc:
+    except (duckdb.CatalogException, duckdb.BinderException) as exc:
+        # a view or a column of one is missing: the readers' copy holds the views of the
+        # memkiln that last wrote it
         raise MemkilnError(
-            "this database was written by an older memkiln (its views are missing); run "
-            "'memkiln ingest' or 'memkiln run' once to upgrade it"
+            "this database was written by an older memkiln (its views are missing or older); "
+            "run 'memkiln ingest' or 'memkiln run' once to upgrade it"
         ) from exc
 
 
 def _frames(con: duckdb.DuckDBPyConnection, *, active_days: int) -> Frames:
     return Frames(
+        banner=fetch_pl(con, sql("report_banner")),
         last_run=fetch_pl(con, sql("report_last_run")),
+        run_history=fetch_pl(con, sql("report_run_history"), {"limit": HISTORY_RUNS}),
         failures=fetch_pl(con, sql("report_failures")),
         tool_failures=fetch_pl(con, sql("report_tool_failures")),
         costs=fetch_pl(con, sql("report_costs")),
+        estimates=fetch_pl(con, sql("report_estimates"), {"limit": ESTIMATES}),
         projects=fetch_pl(con, sql("report_projects"), {"days": active_days}),
         sessions_daily=fetch_pl(con, "from v_sessions_daily"),
         redactions=fetch_pl(con, "from v_redactions"),

@@ -132,10 +132,13 @@ def print_status(report: dict[str, Any], console: Console) -> None:
         for state, n in states.items():
             jobs.add_row(phase, state, f"{n:,}")
     console.print(jobs)
+    # a running run's row shows what it has done so far (status_runs.sql)
     runs = Table(title=f"last {STATUS_RUNS} runs")
-    columns = ("run", "command", "status", "started (UTC)", "seconds", "sessions", "failed")
+    columns = ["run", "command", "status", "started (UTC)", "seconds", "sessions", "items"]
+    columns += ["projects", "cost (USD)", "failed"]
+    numeric = ("seconds", "sessions", "items", "projects", "cost (USD)")
     for column in columns:
-        runs.add_column(column, justify="right" if column in ("seconds", "sessions") else "left")
+        runs.add_column(column, justify="right" if column in numeric else "left")
     for r in report["runs"]:
         sessions = r["sessions_succeeded"] + r["sessions_no_output"]
         failed = r["sessions_failed"] + r["projects_failed"]
@@ -146,6 +149,9 @@ def print_status(report: dict[str, Any], console: Console) -> None:
             (r["started_at"] or "")[:19].replace("T", " "),
             f"{r['seconds']:,.1f}",
             f"{sessions:,}",
+            f"{r['items'] or 0:,}",
+            f"{r['projects_written']:,}",
+            "unknown" if r["cost_usd"] is None else f"{r['cost_usd']:,.4f}",
             shown(f"{failed:,}" + (f" ({r['error'][:60]})" if r["error"] else "")),
         )
     console.print(runs)

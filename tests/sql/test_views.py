@@ -169,10 +169,13 @@ def test_v_coverage_accounts_for_every_session_of_every_project(
 def test_v_costs_counts_every_extraction_attempt_and_each_consolidation(
     con: duckdb.DuckDBPyConnection,
 ) -> None:
-    assert one(con, "select sum(requests) from v_costs where phase = 'extract'") == one(
+    # attempts, named so: not the model requests the run summary counts (model_usage)
+    columns = {r[0] for r in con.execute("describe v_costs").fetchall()}
+    assert {"attempts", "failed_attempts"} <= columns and "requests" not in columns
+    assert one(con, "select sum(attempts) from v_costs where phase = 'extract'") == one(
         con, "select count(*) from stage1_attempts"
     )
-    assert one(con, "select sum(requests) from v_costs where phase = 'consolidate'") == one(
+    assert one(con, "select sum(attempts) from v_costs where phase = 'consolidate'") == one(
         con, "select count(*) from runs where command = 'consolidate'"
     )
     assert one(con, "select sum(cost_usd) from v_costs") == one(
@@ -184,6 +187,20 @@ def test_v_costs_counts_every_extraction_attempt_and_each_consolidation(
             "select distinct backend from v_costs where phase = 'extract'"
         ).fetchall()
     } == {"heuristic"}
+
+
+def test_v_tool_calls_names_a_kind_of_tool_alike_across_the_three_formats(
+    con: duckdb.DuckDBPyConnection,
+) -> None:
+    kinds = dict(
+        con.execute("select tool, any_value(tool_kind) from v_tool_calls group by tool").fetchall()
+    )
+    # Claude Code's Bash, Pi's bash, Codex's shell, exec_command and shell_command
+    assert {kinds[t] for t in ("Bash", "bash", "shell", "exec_command", "shell_command")} == {
+        "shell"
+    }
+    assert kinds["update_plan"] == kinds["set_phase"] == "plan"
+    assert kinds["grep"] == kinds["find"] == "search files"
 
 
 def test_v_runs_groups_the_phases_of_a_run_under_it(con: duckdb.DuckDBPyConnection) -> None:

@@ -1,14 +1,11 @@
--- What failed and why, across the stages: one row per stage and reason, with an example.
+-- What failed in memkiln itself, and why: one row per stage and reason, with an example.
+-- The agents' own failed tool calls are not memkiln's failures: report_tool_failures.sql.
 with failures as (
     select 'extract' as stage, reason, detail as example
     from stage1_attempts
     where outcome = 'failed'
     union all
-    select 'tool call', tool, error_line
-    from tool_calls
-    where failed
-    union all
-    select 'ingest', reason, detail
+    select 'ingest (input set aside)', reason, detail
     from quarantine
     union all
     select 'consolidate', coalesce(last_reason, 'unknown'), last_error

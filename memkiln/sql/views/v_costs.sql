@@ -1,6 +1,8 @@
 -- Tokens and cost per day (UTC), project, backend, model and phase. Stage one is counted per
 -- attempt (stage1_attempts, failed attempts included); phase 2 records its usage per run
--- only, so its rows have no project.
+-- only, so its rows have no project. `attempts` counts attempts, not model requests (a session
+-- sent in chunks is one attempt of several requests; the heuristic backend sends none): the
+-- model requests of a run, as its summary counts them, are in model_usage.
 create or replace view v_costs as
 with extract_attempts as (
     select
@@ -41,8 +43,8 @@ select
     phase,
     backend,
     model,
-    count(*) as requests,
-    count(*) filter (where outcome = 'failed') as failed_requests,
+    count(*) as attempts,
+    count(*) filter (where outcome = 'failed') as failed_attempts,
     cast(sum(input_tokens) as bigint) as input_tokens,
     cast(sum(output_tokens) as bigint) as output_tokens,
     sum(cost_usd) as cost_usd
@@ -55,8 +57,8 @@ comment on column v_costs.project_key is 'The project of the session extracted (
 comment on column v_costs.phase is 'extract (stage one) | consolidate (phase 2).';
 comment on column v_costs.backend is 'Backend; null for phase 2 (recorded per run).';
 comment on column v_costs.model is 'Model; null for phase 2 (recorded per run).';
-comment on column v_costs.requests is 'Stage-one attempts, or phase-2 runs.';
-comment on column v_costs.failed_requests is 'Of which failed.';
+comment on column v_costs.attempts is 'Stage-one attempts (one per session tried; a retry is another) for extract, phase-2 runs for consolidate; not model requests (model_usage.requests counts those, as the run summary does).';
+comment on column v_costs.failed_attempts is 'Of which failed.';
 comment on column v_costs.input_tokens is 'Input tokens.';
 comment on column v_costs.output_tokens is 'Output tokens.';
 comment on column v_costs.cost_usd is 'Cost in US dollars.';
