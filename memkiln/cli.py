@@ -380,7 +380,7 @@ def report(
     done = write_report(settings.db, report_file, memories=settings.out)
     cout.stdout_console().print(
         f"wrote {done.path} ({done.bytes / 1e6:.1f} MB): {done.charts} charts, "
-        f"{done.projects} projects",
+        f"{done.projects} projects, in {done.seconds:.1f} s",
         highlight=False,
         markup=False,
     )

@@ -760,8 +760,8 @@ def _items_of(
         blocks = fetch_pl(con, sql("extract_content_blocks"))
     finally:
         con.unregister("batch_content")
-    items = build_items(fields.lazy(), blocks.lazy(), fill_timestamps=False)
-    items, hits = redact_items(items.collect(engine=POLARS_ENGINE), rules=rules)
+    built = build_items(fields.lazy(), blocks.lazy(), fill_timestamps=False)
+    items, hits = redact_items(built.collect(engine=POLARS_ENGINE), rules=rules)
     # a token cut in two by consecutive tool outputs: neither half is kept
     items, across = redact_across_frame(items, rules=rules)
     return items, dict(Counter(hits) + Counter(across))
