@@ -148,7 +148,7 @@ def _redact_alone(archive: Path) -> dict[str, float]:
 
 
 def _ingest(archive: Path) -> dict[str, float]:
-    from memkiln.flows.ingest import ingest_archive
+    from memkiln.pipeline.ingest import ingest_archive
     from memkiln.settings import Settings
 
     total = sum(p.stat().st_size for p in archive.rglob("*.jsonl"))
