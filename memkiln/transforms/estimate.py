@@ -147,13 +147,13 @@ def estimate_section(estimate: Estimate) -> Section:
         ("  eligible", f"{estimate.sessions_eligible:,}"),
         ("  already done", f"{estimate.sessions_done:,}"),
         ("  to do", f"{estimate.sessions_to_do:,}"),
-        ("projects to consolidate", f"{estimate.projects_to_do:,}"),
+        ("projects with sessions to do", f"{estimate.projects_to_do:,}"),
     ]
     for (phase, backend, model), (requests, tokens_in, tokens_out, cost) in sorted(
         estimate.usage.items()
     ):
         rows += [
-            (f"{phase}: {backend} {model}", f"{int(requests or 0):,} requests"),
+            (f"{phase}: {backend} {model}", f"{int(requests or 0):,} model requests"),
             ("  input tokens (estimate)", f"{int(tokens_in or 0):,}"),
             ("  output tokens (estimate)", f"{int(tokens_out or 0):,}"),
             ("  cost USD (estimate)", format_cost(cost)),
