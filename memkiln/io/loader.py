@@ -459,13 +459,8 @@ def write_batch(
     result.set_aside = set_aside(quarantine)
     result.statuses = statuses
     result.failed_files = failed
-    if prepared.large.height:  # files read in pieces, each piece written as it is read
-        from memkiln.io.large_file import ingest_large_files  # it builds on this module
-
-        # the batch's rows are written: let them go before the pieces are read
-        del items, rollouts, quarantine, per_file, tool_calls, files, norm
-        prepared.norm.clear()
-        result.add(ingest_large_files(con, prepared.large, run_id=run_id, rules=load_rules()))
+    # the batch's large files (``prepared.large``) are read in pieces by
+    # ``io.large_file.ingest_large_files``, which builds on this module: its caller runs it next
     return result
 
 

@@ -25,7 +25,7 @@ import polars as pl
 
 from memkiln.io.rules import prefiltered
 from memkiln.io.scrub import CHUNK_BYTES, _chunks, redact_chunks
-from memkiln.transforms.redact import RuleSet, redact_counted_series
+from memkiln.transforms.redact import RuleSet, plan_fits, redact_counted_series
 from memkiln.transforms.redact_prefilter import Prefilter, Scan
 
 __all__ = ["redact_piece", "redact_streams"]
@@ -53,7 +53,7 @@ def redact_piece(piece: bytes, *, rules: RuleSet) -> tuple[bytes, Counter[str]]:
     lines = piece.split(b"\n")
     tail = lines.pop() if lines else b""  # after the last line break: b"" or a last line
     json_lines = all(_json_or_blank(line) for line in lines) and _json_or_blank(tail)
-    if prefilter is None or not prefilter.plan.fits(rules) or not json_lines:
+    if prefilter is None or not plan_fits(prefilter.plan, rules) or not json_lines:
         redacted, found = next(redact_chunks([piece.decode("utf-8")], rules=rules))
         return redacted.encode("utf-8"), found
     rows = [line + b"\n" for line in lines] + ([tail] if tail else [])

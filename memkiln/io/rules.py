@@ -15,9 +15,9 @@ import pickle
 import tempfile
 from pathlib import Path
 
-from memkiln.io.betterleaks_source import betterleaks_config, cache_dir
+from memkiln.io.betterleaks_source import BetterleaksUnavailable, betterleaks_config, cache_dir
 from memkiln.transforms import redact_prefilter
-from memkiln.transforms.redact import RuleSet, packaged_rules_text, parse_rules
+from memkiln.transforms.redact import RuleSet, packaged_rules_text, parse_rules, plan_prefilter
 
 
 def read_betterleaks() -> tuple[str, str]:
@@ -60,7 +60,7 @@ def _packaged() -> RuleSet:
     text = packaged_rules_text()
     try:
         path = cache_dir() / f"rules-{_rules_fingerprint(text)}.pickle"
-    except ImportError:  # no Betterleaks: parse_rules says so
+    except BetterleaksUnavailable:  # no Betterleaks: parse_rules says so
         return with_prefilter(
             parse_rules(text, source="secret_rules.toml", read_source=read_betterleaks)
         )
@@ -87,13 +87,14 @@ _PARSERS = (
 
 
 def _rules_fingerprint(text: str) -> str:
-    """What the parsed packaged rules depend on: their text, Betterleaks' version, the code
-    that parses them and Hyperscan's version."""
-    import betterleaks
-
+    """What the parsed packaged rules depend on: their text, Betterleaks' rules (read through
+    their own cache, which is checked and made again when damaged), the code that parses them
+    and Hyperscan's version."""
+    config = betterleaks_config()
     transforms = Path(redact_prefilter.__file__).parent
     digest = hashlib.sha256(text.encode("utf-8"))
-    digest.update(f"{betterleaks.__version__}+{betterleaks.__upstream_version__}".encode())
+    digest.update(config.version.encode())
+    digest.update(hashlib.sha256(config.text.encode("utf-8")).digest())
     digest.update(redact_prefilter.version().encode())
     for name in _PARSERS:
         digest.update((transforms / name).read_bytes())
@@ -106,7 +107,7 @@ def with_prefilter(rules: RuleSet) -> RuleSet:
     (seconds) and stored. Without Hyperscan, ``rules`` as they are."""
     if not redact_prefilter.available():
         return rules
-    plan = redact_prefilter.plan_prefilter(rules)
+    plan = plan_prefilter(rules)
     path = cache_dir() / f"prefilter-{_fingerprint(plan)}.hsdb"
     serialized = _load(path)
     prefilter = None

@@ -26,6 +26,7 @@ import polars as pl
 from memkiln.constants import INGEST_BATCH_FILES, INGEST_DUCKDB_MEMORY, INGEST_DUCKDB_THREADS
 from memkiln.errors import ConfigError
 from memkiln.io.archive import discover, path_key, shown_path
+from memkiln.io.large_file import ingest_large_files
 from memkiln.io.loader import (
     BatchResult,
     PreparedBatch,
@@ -147,6 +148,11 @@ def _ingest(
     ):
         for batch, prepared in stream:
             result: BatchResult = write_batch(con, prepared, run_id=summary.run_id)
+            if prepared.large.height:  # files read in pieces, each piece written as it is read
+                prepared.norm.clear()  # the batch's rows are written: let them go first
+                result.add(
+                    ingest_large_files(con, prepared.large, run_id=summary.run_id, rules=rules)
+                )
             summary.bytes_read += result.bytes_read
             summary.rollouts += result.rollouts
             summary.items += result.items

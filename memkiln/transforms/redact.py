@@ -56,11 +56,12 @@ import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import Any, Literal, get_args
 
 import polars as pl
 from polars.exceptions import ComputeError
 
+from memkiln.transforms.hs_syntax import to_hyperscan
 from memkiln.transforms.redact_context import (
     ContextRule,
     parse_context_rule,
@@ -71,20 +72,20 @@ from memkiln.transforms.redact_encoded import (
     parse_encoded_rule,
     redact_encoded_with_hits,
 )
+from memkiln.transforms.redact_prefilter import Plan, Prefilter, Scan, mask_of
 from memkiln.transforms.redact_source import (
     SourceRules,
     parse_betterleaks,
     redact_source_with_hits,
 )
 
-if TYPE_CHECKING:
-    from memkiln.transforms.redact_prefilter import Prefilter, Scan
-
 __all__ = [
     "REDACTED",
     "Pass",
     "Rule",
     "RuleSet",
+    "plan_fits",
+    "plan_prefilter",
     "redact_counted_series",
     "redact_expr",
     "redact_frame_counted",
@@ -599,7 +600,7 @@ def _redact(
 def _scan(series: pl.Series, rules: RuleSet) -> Scan | None:
     """The prefilter's scan of ``series`` when the rule set has a prefilter made for it."""
     prefilter = rules.prefilter
-    if prefilter is None or not prefilter.plan.fits(rules):
+    if prefilter is None or not plan_fits(prefilter.plan, rules):
         return None
     return prefilter.scan(series)
 
@@ -676,8 +677,6 @@ def _confirm_rows(
 ) -> pl.Series:
     """A mask of ``series``: the ``rows`` that ``pattern`` matches and that hold one of
     ``literals`` (when given), as the regex alone finds them."""
-    from memkiln.transforms.redact_prefilter import mask_of
-
     if not rows:
         return mask_of((), len(series))
     texts = series.gather(rows)
@@ -834,3 +833,61 @@ def redact_text(text: str, *, rules: RuleSet) -> str:
         .select(redact_expr(pl.col("text"), rules=rules))
     )
     return str(redacted.item())
+
+
+def _prefilter_key(rules: RuleSet) -> tuple[object, ...]:
+    external = rules.external
+    return (
+        rules.rules,
+        tuple(rule for rule, _ in rules.alone),
+        rules.after_rules,
+        external.rules if external else None,
+        external.keywords if external else None,
+        rules.context,
+        rules.encoded,
+    )
+
+
+def plan_prefilter(rules: RuleSet) -> Plan:
+    """The expressions of a rule set's prefilter and the ids of each kind of rule."""
+    expressions: list[str] = []
+    literal: list[bool] = []
+
+    def add(pattern: str, *, is_literal: bool = False) -> int:
+        expressions.append(pattern if is_literal else to_hyperscan(pattern))
+        literal.append(is_literal)
+        return len(expressions) - 1
+
+    pass_ids = frozenset(add(rule.pattern) for rule in rules.rules)
+    alone_ids = tuple(add(rule.pattern) for rule, _ in rules.alone)
+    after_ids = frozenset(add(rule.pattern) for rule in rules.after_rules)
+    external = rules.external
+    source_ids: tuple[int, ...] = ()
+    source_keyword_ids: tuple[frozenset[int], ...] = ()
+    keyword_ids: dict[str, int] = {}
+    if external is not None:
+        source_ids = tuple(add(rule.pattern) for rule in external.rules)
+        keyword_ids = {k: add(k, is_literal=True) for k in external.keywords}
+        source_keyword_ids = tuple(
+            frozenset(keyword_ids[k] for k in rule.keywords) for rule in external.rules
+        )
+    context_ids = tuple(add(rule.row_filter) for rule in rules.context)
+    encoded_ids = tuple(add(rule.pattern) for rule in rules.encoded)
+    return Plan(
+        expressions=tuple(expressions),
+        literal=tuple(literal),
+        pass_ids=pass_ids,
+        alone_ids=alone_ids,
+        after_ids=after_ids,
+        source_ids=source_ids,
+        source_keyword_ids=source_keyword_ids,
+        keyword_ids=frozenset(keyword_ids.values()),
+        context_ids=context_ids,
+        encoded_ids=encoded_ids,
+        key=_prefilter_key(rules),
+    )
+
+
+def plan_fits(plan: Plan, rules: RuleSet) -> bool:
+    """Was ``plan`` (a prefilter's) made for ``rules``?"""
+    return plan.key == _prefilter_key(rules)

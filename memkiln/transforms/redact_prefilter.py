@@ -15,7 +15,7 @@ The database is compiled once per rule set (seconds) and kept by ``memkiln.io.ru
 cache directory as Hyperscan's serialized bytes; this module does no I/O. Without the
 ``hyperscan`` wheel :func:`available` is False and redaction runs its regex prefilters instead.
 
-    plan = plan_prefilter(rules)             # expressions and what each id stands for
+    plan = redact.plan_prefilter(rules)      # expressions and what each id stands for
     prefilter = compile_prefilter(plan)      # or Prefilter(plan, serialized)
     scan = prefilter.scan(series)            # rows -> ids that may match
     scan.rows(plan.pass_ids)                 # rows a pass rule may match
@@ -28,18 +28,12 @@ import importlib
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import polars as pl
 
-from memkiln.transforms.hs_syntax import to_hyperscan
-
-if TYPE_CHECKING:
-    from memkiln.transforms.redact import RuleSet
-
 __all__ = [
     "Plan", "Prefilter", "Scan", "available", "compile_database", "compile_prefilter", "mask_of",
-    "plan_prefilter",
     "version",
 ]  # fmt: skip
 
@@ -79,63 +73,6 @@ class Plan:
     encoded_ids: tuple[int, ...]  # per encoded rule
     #: the rule set's parts the ids stand for, to check a prefilter against a rule set
     key: tuple[object, ...]
-
-    def fits(self, rules: RuleSet) -> bool:
-        """Was this plan made for ``rules``?"""
-        return self.key == _key(rules)
-
-
-def _key(rules: RuleSet) -> tuple[object, ...]:
-    external = rules.external
-    return (
-        rules.rules,
-        tuple(rule for rule, _ in rules.alone),
-        rules.after_rules,
-        external.rules if external else None,
-        external.keywords if external else None,
-        rules.context,
-        rules.encoded,
-    )
-
-
-def plan_prefilter(rules: RuleSet) -> Plan:
-    """The expressions of a rule set's prefilter and the ids of each kind of rule."""
-    expressions: list[str] = []
-    literal: list[bool] = []
-
-    def add(pattern: str, *, is_literal: bool = False) -> int:
-        expressions.append(pattern if is_literal else to_hyperscan(pattern))
-        literal.append(is_literal)
-        return len(expressions) - 1
-
-    pass_ids = frozenset(add(rule.pattern) for rule in rules.rules)
-    alone_ids = tuple(add(rule.pattern) for rule, _ in rules.alone)
-    after_ids = frozenset(add(rule.pattern) for rule in rules.after_rules)
-    external = rules.external
-    source_ids: tuple[int, ...] = ()
-    source_keyword_ids: tuple[frozenset[int], ...] = ()
-    keyword_ids: dict[str, int] = {}
-    if external is not None:
-        source_ids = tuple(add(rule.pattern) for rule in external.rules)
-        keyword_ids = {k: add(k, is_literal=True) for k in external.keywords}
-        source_keyword_ids = tuple(
-            frozenset(keyword_ids[k] for k in rule.keywords) for rule in external.rules
-        )
-    context_ids = tuple(add(rule.row_filter) for rule in rules.context)
-    encoded_ids = tuple(add(rule.pattern) for rule in rules.encoded)
-    return Plan(
-        expressions=tuple(expressions),
-        literal=tuple(literal),
-        pass_ids=pass_ids,
-        alone_ids=alone_ids,
-        after_ids=after_ids,
-        source_ids=source_ids,
-        source_keyword_ids=source_keyword_ids,
-        keyword_ids=frozenset(keyword_ids.values()),
-        context_ids=context_ids,
-        encoded_ids=encoded_ids,
-        key=_key(rules),
-    )
 
 
 def _literal_expression(literal: str) -> str:

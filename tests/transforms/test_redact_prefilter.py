@@ -19,7 +19,7 @@ from memkiln.io import rules as rules_io
 from memkiln.io.rules import load_rules
 from memkiln.transforms import redact_prefilter
 from memkiln.transforms.hs_syntax import Untranslatable, to_hyperscan
-from memkiln.transforms.redact import RuleSet, redact_counted_series
+from memkiln.transforms.redact import RuleSet, plan_fits, plan_prefilter, redact_counted_series
 from tests.transforms.test_literal_scan import _corpus_lines, _texts
 
 ROLLOUTS = Path(__file__).resolve().parents[2] / ".." / "shared" / "corpus" / "rollouts"
@@ -85,7 +85,7 @@ def test_syntax_it_cannot_read_is_said() -> None:
 
 
 def test_every_rule_translates_and_hyperscan_takes_every_expression(rules: RuleSet) -> None:
-    plan = redact_prefilter.plan_prefilter(rules)
+    plan = plan_prefilter(rules)
     assert rules.external is not None
     kinds = len(rules.rules) + len(rules.alone) + len(rules.after_rules)
     kinds += len(rules.external.rules) + len(rules.external.keywords)
@@ -156,7 +156,7 @@ def test_with_and_without_the_prefilter_the_corpus_is_redacted_alike(rules: Rule
 def test_a_prefilter_made_for_other_rules_is_not_used(rules: RuleSet) -> None:
     assert rules.prefilter is not None
     fewer = dataclasses.replace(rules, context=())
-    assert not rules.prefilter.plan.fits(fewer)
+    assert not plan_fits(rules.prefilter.plan, fewer)
     text = pl.Series("text", ["token: Xk29Ls0qPzR7vWm3"], dtype=pl.String)
     # the context rule left out: its id in the plan must not stand for another rule
     assert redact_counted_series(text, rules=fewer)[0].to_list() == (
@@ -166,7 +166,7 @@ def test_a_prefilter_made_for_other_rules_is_not_used(rules: RuleSet) -> None:
 
 def test_the_rule_set_with_its_prefilter_pickles_for_a_worker(rules: RuleSet) -> None:
     copy = pickle.loads(pickle.dumps(rules))
-    assert copy.prefilter is not None and copy.prefilter.plan.fits(copy)
+    assert copy.prefilter is not None and plan_fits(copy.prefilter.plan, copy)
     text = pl.Series("text", ['{"password": "hunter2-Xk29Ls0q"}'], dtype=pl.String)
     redacted, hits = redact_counted_series(text, rules=copy)
     assert hits and (redacted.to_list(), hits) == _as_lists(
@@ -183,7 +183,7 @@ def test_a_damaged_cache_is_compiled_again_and_without_hyperscan_there_is_none(
 ) -> None:
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     bare = dataclasses.replace(rules, prefilter=None)
-    plan = redact_prefilter.plan_prefilter(bare)
+    plan = plan_prefilter(bare)
     cached = tmp_path / "memkiln" / f"prefilter-{rules_io._fingerprint(plan)}.hsdb"
     cached.parent.mkdir(parents=True)
     body = b"not a database"  # whole (its checksum right) but not Hyperscan's
