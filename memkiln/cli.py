@@ -377,6 +377,8 @@ def report(
     from memkiln.io.html_report import write_report
 
     settings = opt.settings_of({"db": db, "out": out}, config)
+    if report_file.is_dir():
+        raise ConfigError(f"--out {report_file} is a folder: give the HTML file to write")
     done = write_report(settings.db, report_file, memories=settings.out)
     cout.stdout_console().print(
         f"wrote {done.path} ({done.bytes / 1e6:.1f} MB): {done.charts} charts, "

@@ -292,3 +292,17 @@ def test_values_from_sessions_cannot_inject_markup_or_script_into_the_report(
     shown = re.sub(r"<wbr>", "", markup)
     assert shown.count("&lt;/script&gt;&lt;img src=x onerror") >= 6
     assert all(n > 3 for n in drawn_charts(dom).values())
+
+
+def test_a_folder_given_as_the_report_file_is_a_one_line_error(tmp_path: Path) -> None:
+    folder = tmp_path / "out"
+    folder.mkdir()
+    done = subprocess.run(
+        [MEMKILN, "report", "--db", str(tmp_path / "m.duckdb"), "--out", str(folder)],
+        capture_output=True, text=True, env=os.environ | {"MEMKILN_HOME": str(tmp_path / "h")},
+    )  # fmt: skip
+    assert done.returncode == 2, done.stderr
+    assert "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines() == [
+        f"error: --out {folder} is a folder: give the HTML file to write"
+    ]
