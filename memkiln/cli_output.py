@@ -15,7 +15,7 @@ from rich.table import Table
 from rich.text import Text
 
 from memkiln.settings import AS_GIVEN, Settings, Source, masked
-from memkiln.transforms.report import Section
+from memkiln.transforms.report import Section, took
 
 if TYPE_CHECKING:
     from memkiln.transforms.summaries import IngestSummary
@@ -63,17 +63,6 @@ def elapsed() -> float:
     import time
 
     return time.monotonic() - COMMAND_STARTED[-1] if COMMAND_STARTED else 0.0
-
-
-def took(seconds: float) -> str:
-    """A duration for a person: ``4.2 s``, ``3 min 05 s``, ``2 h 01 min``."""
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, secs = divmod(round(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {secs:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
 
 
 def print_counters(summary: Any, code: int) -> int:

@@ -35,6 +35,7 @@ from markupsafe import Markup, escape
 from memkiln.io.analytics import ACTIVE_DAYS, Frames, connect_read_only, frames
 from memkiln.io.store import execute
 from memkiln.transforms.charts import all_charts
+from memkiln.transforms.report import took
 
 #: Rows of a table shown in the report (the rest is counted in a note).
 MAX_ROWS = 200
@@ -156,15 +157,7 @@ def _folder_links(projects: pl.DataFrame, *, memories: Path, report_dir: Path) -
 
 def duration(seconds: float | None) -> str:
     """``3.2 s``, ``4 min 05 s``, ``2 h 07 min``."""
-    if seconds is None:
-        return "not ended"
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    minutes, secs = divmod(round(seconds), 60)
-    if minutes < 60:
-        return f"{minutes} min {secs:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
+    return "not ended" if seconds is None else took(seconds)
 
 
 def cost(value: float | None) -> str:

@@ -52,3 +52,14 @@ def plain_lines(sections: Sequence[Section], notes: Sequence[str] = ()) -> list[
 
 def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
+
+
+def took(seconds: float) -> str:
+    """A duration for a person: ``4.2 s``, ``3 min 05 s``, ``2 h 01 min``."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, secs = divmod(round(seconds), 60)
+    if minutes < 60:
+        return f"{minutes} min {secs:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"

@@ -120,7 +120,7 @@ def test_scan_limit_is_gone_and_a_config_file_that_still_sets_it_loads_with_a_wa
 
 
 def test_a_duration_reads_in_seconds_minutes_or_hours() -> None:
-    from memkiln.cli_output import took
+    from memkiln.transforms.report import took
 
     assert took(4.24) == "4.2 s"
     assert took(185) == "3 min 05 s"
