@@ -20,7 +20,6 @@ from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 
 from memkiln.flows.task_runners import current_runner, on_workers, parallelism, stopped_with
-from memkiln.io.jobs import Outcome
 from memkiln.llm.backends import Request
 from memkiln.llm.units import (
     Group,
@@ -35,6 +34,7 @@ from memkiln.llm.units import (
     stop_calls,
 )
 from memkiln.settings import Options
+from memkiln.transforms.states import Outcome
 
 
 @task(

@@ -8,9 +8,7 @@ Only one process can hold the DuckDB file, so when a run starts, every job still
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
 import duckdb
 import polars as pl
@@ -19,39 +17,12 @@ from memkiln.errors import StoreError
 from memkiln.io.store import execute, fetch_pl, now, sql, transaction
 from memkiln.transforms.redact import RuleSet, redact_expr
 from memkiln.transforms.selection import JOB_COLUMNS, ROLLOUT_COLUMNS
-from memkiln.transforms.stage_one_answer import StageOneOutput
-from memkiln.transforms.states import RETRY_NOW_REASONS, TRANSIENT_REASONS, UNCHARGED_REASONS
-
-
-@dataclass(frozen=True)
-class Outcome:
-    """How one stage-one attempt ended."""
-
-    rollout_id: str
-    outcome: str  # succeeded | succeeded_no_output | failed | reused
-    reason: str | None = None
-    detail: str | None = None
-    output: StageOneOutput | None = None
-    input_hash: str = ""
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cost_usd: float | None = 0.0  # None: the model's price is unknown
-    started_at: datetime | None = None
-    sent: bool = False  # a request went to the model (not refused before it, not reused)
-    #: a session over the budget (``memkiln.transforms.chunks``): the chunk and merge
-    #: requests sent, the chunks that start inside a turn, the chunks cut in the middle
-    chunk_requests: int = 0
-    merge_requests: int = 0
-    chunks_mid_turn: int = 0
-    chunks_cut: int = 0
-    #: what the call's last answer said of the service's rate limits, as
-    #: ``memkiln.llm.ratelimit.Seen.to_wire`` (None: nothing); never stored
-    limits: dict[str, Any] | None = None
-
-    @property
-    def requests(self) -> int:
-        """Model requests this attempt sent."""
-        return self.chunk_requests + self.merge_requests or int(self.sent)
+from memkiln.transforms.states import (
+    RETRY_NOW_REASONS,
+    TRANSIENT_REASONS,
+    UNCHARGED_REASONS,
+    Finished,
+)
 
 
 def release_orphans(con: duckdb.DuckDBPyConnection, *, run_id: str) -> int:
@@ -109,15 +80,6 @@ def reusable_outputs(
     """``(rollout_id, input_hash)`` pairs already extracted with this prompt and model."""
     rows = execute(con, "reusable_outputs", pv=prompt_version, model=model).fetchall()
     return {(rid, h) for rid, h in rows}
-
-
-@dataclass(frozen=True)
-class Finished:
-    """An outcome with the job facts needed to record it."""
-
-    result: Outcome
-    watermark: datetime | None
-    attempt: int
 
 
 OUTCOME_SCHEMA = pl.Schema(

@@ -33,9 +33,9 @@ from openai import RequestOptions
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ValidationError
 
-from memkiln.io.jobs import Outcome
 from memkiln.io.prices import PriceBook
 from memkiln.io.store import now
+from memkiln.llm.errors import body_problem, failed_call
 from memkiln.llm.ratelimit import Seen, seen_in
 from memkiln.settings import Settings, openai_api_key
 from memkiln.transforms.chunks import Chunk, merge_groups, partial_block
@@ -45,6 +45,7 @@ from memkiln.transforms.prompts import (
     ConsolidationInput,
     StageOneInput,
     build_stage_one_merge_input,
+    window_shortfall,
 )
 from memkiln.transforms.redact import RuleSet, redact_text
 from memkiln.transforms.stage_one_answer import (
@@ -57,7 +58,7 @@ from memkiln.transforms.stage_one_answer import (
     stage_one_json_schema,
     strict_schema,
 )
-from memkiln.transforms.states import FailureReason, OutcomeKind
+from memkiln.transforms.states import FailureReason, Outcome, OutcomeKind
 from memkiln.transforms.text import clean_text
 from memkiln.transforms.tokens import count_tokens
 
@@ -246,30 +247,6 @@ def read_answer(raw: bytes, *, api: str) -> Answer:
     if text and text.strip():
         refusal = None  # an answer with text is judged by its text
     return Answer(text, counts, refusal, cut)
-
-
-def failure_reason(exc: BaseException) -> FailureReason:
-    """The fixed reason for an exception raised by the openai client."""
-    if isinstance(exc, openai.RateLimitError):
-        return FailureReason.RATE_LIMITED
-    if isinstance(exc, openai.APITimeoutError):
-        return FailureReason.TIMEOUT
-    if isinstance(exc, openai.APIConnectionError):
-        return FailureReason.CONNECTION_ERROR
-    if isinstance(exc, openai.AuthenticationError | openai.PermissionDeniedError):
-        return FailureReason.AUTH_ERROR
-    if isinstance(exc, openai.NotFoundError):
-        return FailureReason.NOT_FOUND
-    if isinstance(exc, openai.BadRequestError):
-        text = str(exc).lower()
-        if "context" in text and ("length" in text or "window" in text or "too long" in text):
-            return FailureReason.CONTEXT_OVERFLOW
-        return FailureReason.BAD_REQUEST
-    if isinstance(exc, openai.InternalServerError):
-        return FailureReason.SERVER_ERROR
-    if isinstance(exc, openai.APIStatusError):
-        return FailureReason.SERVER_ERROR if exc.status_code >= 500 else FailureReason.BAD_REQUEST
-    return FailureReason.CLIENT_ERROR
 
 
 #: True while a request is sent on the run's pace: the client does not retry its 429.
@@ -496,32 +473,22 @@ class OpenAIBackend:
             started_at=started,
             chunks_cut=int(prompt.truncation.truncated),
         )
-        needed = self.context_window and prompt.tokens_needed(
-            self.max_output_tokens, self.context_window
+        over = window_shortfall(
+            (prompt,), reserve=self.max_output_tokens, window=self.context_window
         )
-        if needed:
-            return replace(
-                base,
-                reason=FailureReason.CONTEXT_OVERFLOW,
-                detail=f"{needed} tokens needed, window {self.context_window}",
-            )
+        if over:
+            return replace(base, reason=FailureReason.CONTEXT_OVERFLOW, detail=over)
         sent = replace(base, sent=True)  # from here on, a request goes to the model
         try:
             parsed, tokens_in, tokens_out, seen = await self._threads.run(
                 partial(self._call, prompt, paced=True)
             )
         except openai.APIError as exc:
-            detail = redact_text(f"{type(exc).__name__}: {exc}"[:300], rules=self.rules)
+            reason, detail = failed_call(exc, rules=self.rules)
             limits = refused(exc).to_wire() if isinstance(exc, openai.RateLimitError) else None
-            return replace(sent, reason=failure_reason(exc), detail=detail, limits=limits)
+            return replace(sent, reason=reason, detail=detail, limits=limits)
         except ValidationError as exc:  # a 200 whose body is not a response of this API
-            problem = exc.errors()[0]
-            where = ".".join(str(p) for p in problem["loc"]) or "<root>"
-            return replace(
-                sent,
-                reason=FailureReason.INVALID_JSON,
-                detail=f"response body {where}: {problem['type']}",
-            )
+            return replace(sent, reason=FailureReason.INVALID_JSON, detail=body_problem(exc))
         usage: dict[str, Any] = {
             "input_hash": request.input_hash,
             "input_tokens": tokens_in,
@@ -556,13 +523,11 @@ class OpenAIBackend:
             chunks_mid_turn=sum(c.mid_turn for c in request.chunks),
             chunks_cut=sum(p.truncation.truncated for p in request.parts),
         )
-        for prompt in request.parts:
-            needed = self.context_window and prompt.tokens_needed(
-                self.max_output_tokens, self.context_window
-            )
-            if needed:
-                detail = f"{needed} tokens needed, window {self.context_window}"
-                return replace(base, reason=FailureReason.CONTEXT_OVERFLOW, detail=detail)
+        over = window_shortfall(
+            request.parts, reserve=self.max_output_tokens, window=self.context_window
+        )
+        if over:
+            return replace(base, reason=FailureReason.CONTEXT_OVERFLOW, detail=over)
         spent = _Spent()
         replies = await asyncio.gather(*(self._ask(p) for p in request.parts))
         outcome = spent.add(base, replies, merge=False)
@@ -621,13 +586,9 @@ class OpenAIBackend:
                 partial(self._call, prompt)
             )
         except openai.APIError as exc:
-            detail = redact_text(f"{type(exc).__name__}: {exc}"[:300], rules=self.rules)
-            return _Reply(None, failure_reason(exc), detail, sent=True)
+            return _Reply(None, *failed_call(exc, rules=self.rules), sent=True)
         except ValidationError as exc:  # a 200 whose body is not a response of this API
-            problem = exc.errors()[0]
-            where = ".".join(str(p) for p in problem["loc"]) or "<root>"
-            detail = f"response body {where}: {problem['type']}"
-            return _Reply(None, FailureReason.INVALID_JSON, detail, sent=True)
+            return _Reply(None, FailureReason.INVALID_JSON, body_problem(exc), sent=True)
         # sent one by one, never in a batch: the ordinary price, whatever the backend
         cost = self.prices.cost(OpenAIBackend.name, self.model, tokens_in, tokens_out)
         if parsed.output is None:
@@ -678,26 +639,7 @@ class OpenAIBackend:
         # ``create``) and only what is used is read back: ``create`` runs its typed-parameter
         # transform over the messages on every request and the typed response is built field
         # by field, together about half of the client's CPU per request.
-        if self.api == "responses":
-            path = "/responses"
-            body = {
-                "model": self.model,
-                "instructions": prompt.system,
-                "input": prompt.user,
-                "max_output_tokens": self.max_output_tokens,
-                "text": self._text_format,
-            }
-        else:
-            path = "/chat/completions"
-            body = {
-                "model": self.model,
-                "messages": [
-                    {"role": "system", "content": prompt.system},
-                    {"role": "user", "content": prompt.user},
-                ],
-                "max_completion_tokens": self.max_output_tokens,
-                "response_format": self._response_format,
-            }
+        path, body = self.request_body(prompt)
         on_pace = _PACED.set(paced)
         try:
             response = self.client.post(
@@ -746,8 +688,7 @@ class OpenAIBackend:
         try:
             completion = await self._threads.run(create)
         except openai.APIError as exc:
-            detail = redact_text(f"{type(exc).__name__}: {exc}"[:300], rules=self.rules)
-            return ConsolidationResult(None, failure_reason(exc), detail)
+            return ConsolidationResult(None, *failed_call(exc, rules=self.rules))
         choice = completion.choices[0] if completion.choices else None
         text = choice.message.content if choice else None
         refusal = choice.message.refusal if choice else None

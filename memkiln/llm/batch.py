@@ -30,13 +30,13 @@ import openai
 import polars as pl
 from pydantic import ValidationError
 
-from memkiln.io.jobs import Finished, Outcome
 from memkiln.io.rules import load_rules
 from memkiln.io.store import execute, now, open_store, transaction
 from memkiln.llm.backends import OpenAIBackend, Request, finalize
+from memkiln.llm.errors import status_reason
 from memkiln.settings import Settings
 from memkiln.transforms.redact import redact_text
-from memkiln.transforms.states import FailureReason, OutcomeKind
+from memkiln.transforms.states import FailureReason, Finished, Outcome, OutcomeKind
 from memkiln.transforms.text import clean_text
 
 OWNER_PREFIX = "batch:"
@@ -123,22 +123,6 @@ def batch_answers(text: str) -> dict[str, dict[str, Any]]:
 
 def _object(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
-
-
-def status_reason(status: int, message: str) -> FailureReason:
-    """The fixed reason of a request the batch failed, by its HTTP status."""
-    if status == 429:
-        return FailureReason.RATE_LIMITED
-    if status in (401, 403):
-        return FailureReason.AUTH_ERROR
-    if status == 404:
-        return FailureReason.NOT_FOUND
-    if status >= 500:
-        return FailureReason.SERVER_ERROR
-    text = message.lower()
-    if "context" in text and ("length" in text or "window" in text):
-        return FailureReason.CONTEXT_OVERFLOW
-    return FailureReason.BAD_REQUEST
 
 
 def open_owners(con: duckdb.DuckDBPyConnection) -> tuple[str, ...]:

@@ -45,8 +45,6 @@ import polars as pl
 from memkiln.constants import FLUSH_OUTCOMES, FLUSH_SECONDS, PREPARE_CHUNK
 from memkiln.errors import Interrupted
 from memkiln.io.jobs import (
-    Finished,
-    Outcome,
     claim_many,
     finish_many,
     load_selection_inputs,
@@ -76,7 +74,7 @@ from memkiln.transforms.estimate import (
     OutputBasis,
     expected_output_tokens,
 )
-from memkiln.transforms.prompts import STAGE_ONE_PROMPT_VERSION
+from memkiln.transforms.prompts import STAGE_ONE_PROMPT_VERSION, window_shortfall
 from memkiln.transforms.redact import RuleSet
 from memkiln.transforms.selection import SelectionPolicy, run_wide_failure_limit, select_candidates
 from memkiln.transforms.states import (
@@ -84,6 +82,8 @@ from memkiln.transforms.states import (
     RETRY_NOW_REASONS,
     Decision,
     FailureReason,
+    Finished,
+    Outcome,
     OutcomeKind,
 )
 from memkiln.transforms.summaries import ExtractSummary
@@ -284,10 +284,11 @@ class Extraction:
                     for request in built:
                         if (request.rollout_id, request.input_hash) in self.reusable:
                             continue
-                        window = settings.context_window
-                        reserve = settings.max_output_tokens
-                        prompts = request.parts or (request.prompt,)
-                        if window and any(p.tokens_needed(reserve, window) for p in prompts):
+                        if window_shortfall(
+                            request.parts or (request.prompt,),
+                            reserve=settings.max_output_tokens,
+                            window=settings.context_window,
+                        ):
                             continue
                         n, tokens, out = request_tokens(request, self.out_each)
                         requests += n
@@ -338,19 +339,20 @@ class Extraction:
                     rid = request.rollout_id
                     reused = Outcome(rid, OutcomeKind.REUSED, input_hash=request.input_hash)
                     done = Finished(reused, watermarks[rid], attempts[rid])
-                    window = settings.context_window
-                    needed = window and request.prompt.tokens_needed(
-                        settings.max_output_tokens, window
+                    over = window_shortfall(
+                        (request.prompt,),
+                        reserve=settings.max_output_tokens,
+                        window=settings.context_window,
                     )
                     if (rid, request.input_hash) in self.reusable:
                         now_done.append(done)
                         continue
-                    if needed:
+                    if over:
                         failed = Outcome(
                             rid,
                             OutcomeKind.FAILED,
                             reason=FailureReason.CONTEXT_OVERFLOW,
-                            detail=f"{needed} tokens needed, window {window}",
+                            detail=over,
                             input_hash=request.input_hash,
                         )
                         now_done.append(Finished(failed, watermarks[rid], attempts[rid]))

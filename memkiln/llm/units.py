@@ -32,7 +32,6 @@ from typing import Any, NamedTuple, Protocol
 
 import polars as pl
 
-from memkiln.io.jobs import Outcome
 from memkiln.io.loader import frame_from_ipc, frame_to_ipc
 from memkiln.io.rules import load_rules
 from memkiln.llm.backends import Backend, Request
@@ -44,7 +43,7 @@ from memkiln.transforms.heuristic import RolloutFacts
 from memkiln.transforms.prompts import StageOneInput
 from memkiln.transforms.redact import RuleSet, redact_text
 from memkiln.transforms.stage_one_answer import StageOneOutput
-from memkiln.transforms.states import FailureReason, OutcomeKind
+from memkiln.transforms.states import FailureReason, Outcome, OutcomeKind
 from memkiln.transforms.tokens import Truncation
 
 #: Model backends a worker process keeps open between its ``call`` tasks (keyed by the run's

@@ -6,6 +6,7 @@ missing variable is an error, not an empty string.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 
@@ -79,6 +80,21 @@ class StageOneInput:
             return None
         needed = self.system_tokens + self.user_tokens + reserve
         return needed if needed > window else None
+
+
+def window_shortfall(
+    prompts: Iterable[StageOneInput], *, reserve: int, window: int | None
+) -> str | None:
+    """Why these requests cannot be sent: ``"N tokens needed, window W"`` for the first whose
+    messages plus ``reserve`` output tokens exceed the model's ``window``; None when every
+    one fits or no window is set. The one check of a stage-one request against the window."""
+    if not window:
+        return None
+    for prompt in prompts:
+        needed = prompt.tokens_needed(reserve, window)
+        if needed:
+            return f"{needed} tokens needed, window {window}"
+    return None
 
 
 @cache

@@ -8,7 +8,12 @@ audits) is checked against these (``tests/transforms/test_states.py``).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from datetime import datetime
 from enum import StrEnum
+from typing import Any
+
+from memkiln.transforms.stage_one_answer import StageOneOutput
 
 
 class JobStatus(StrEnum):
@@ -163,3 +168,43 @@ class QuarantineReason(StrEnum):
     TOO_MANY_BAD_LINES = "too_many_bad_lines"
     NO_SESSION = "no_session"
     BAD_TIMESTAMP = "bad_timestamp"
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one stage-one attempt ended."""
+
+    rollout_id: str
+    outcome: str  # succeeded | succeeded_no_output | failed | reused
+    reason: str | None = None
+    detail: str | None = None
+    output: StageOneOutput | None = None
+    input_hash: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cost_usd: float | None = 0.0  # None: the model's price is unknown
+    started_at: datetime | None = None
+    sent: bool = False  # a request went to the model (not refused before it, not reused)
+    #: a session over the budget (``memkiln.transforms.chunks``): the chunk and merge
+    #: requests sent, the chunks that start inside a turn, the chunks cut in the middle
+    chunk_requests: int = 0
+    merge_requests: int = 0
+    chunks_mid_turn: int = 0
+    chunks_cut: int = 0
+    #: what the call's last answer said of the service's rate limits, as
+    #: ``memkiln.llm.ratelimit.Seen.to_wire`` (None: nothing); never stored
+    limits: dict[str, Any] | None = None
+
+    @property
+    def requests(self) -> int:
+        """Model requests this attempt sent."""
+        return self.chunk_requests + self.merge_requests or int(self.sent)
+
+
+@dataclass(frozen=True)
+class Finished:
+    """An outcome with the job facts needed to record it."""
+
+    result: Outcome
+    watermark: datetime | None
+    attempt: int

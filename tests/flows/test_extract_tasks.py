@@ -18,7 +18,6 @@ import pytest
 
 from memkiln.flows.dispatch import Tasks
 from memkiln.flows.extract import extract_flow
-from memkiln.io.jobs import Outcome
 from memkiln.io.rules import load_rules
 from memkiln.io.store import open_store
 from memkiln.llm.backends import Request
@@ -39,6 +38,7 @@ from memkiln.llm.units import (
 from memkiln.pipeline.extract import extract_store
 from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Options, Settings
+from memkiln.transforms.states import Outcome
 from tests.builders import make_archive
 from tests.fake_openai import FakeOpenAI
 from tests.flows.test_dask_runner import table_rows

@@ -16,7 +16,6 @@ import duckdb
 import pytest
 
 from memkiln.errors import Interrupted
-from memkiln.io.jobs import Outcome
 from memkiln.io.rules import load_rules
 from memkiln.io.store import open_store
 from memkiln.llm.backends import Request
@@ -32,7 +31,7 @@ from memkiln.llm.units import (
 from memkiln.pipeline.extract import extract_store
 from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
-from memkiln.transforms.states import OutcomeKind
+from memkiln.transforms.states import Outcome, OutcomeKind
 from tests.builders import make_archive
 from tests.fake_openai import FakeOpenAI
 

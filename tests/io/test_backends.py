@@ -12,12 +12,12 @@ import polars as pl
 import pytest
 from pydantic import ValidationError
 
-from memkiln.io.jobs import Outcome
 from memkiln.io.rules import load_rules
 from memkiln.llm.backends import DaemonThreads, OpenAIBackend, Request, read_answer
 from memkiln.settings import Settings
 from memkiln.transforms.heuristic import RolloutFacts
 from memkiln.transforms.prompts import build_stage_one_input
+from memkiln.transforms.states import Outcome
 from tests.fake_openai import FakeOpenAI, Reply
 
 STAGE_ONE = {"raw_memory": "m", "rollout_summary": "s", "rollout_slug": "x"}

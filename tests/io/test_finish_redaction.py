@@ -12,11 +12,12 @@ from datetime import UTC, datetime, timedelta
 import polars as pl
 import pytest
 
-from memkiln.io.jobs import Finished, Outcome, claim_many, finish_many
+from memkiln.io.jobs import claim_many, finish_many
 from memkiln.io.rules import load_rules
 from memkiln.io.store import fetch_pl, open_store
 from memkiln.transforms.redact import REDACTED
 from memkiln.transforms.stage_one_answer import StageOneOutput
+from memkiln.transforms.states import Finished, Outcome
 
 #: Secrets of three shapes the rules know (built at run time: no key sits in the source).
 SECRETS = (

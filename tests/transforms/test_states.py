@@ -8,8 +8,7 @@ from importlib import resources
 import openai
 import pytest
 
-from memkiln.llm.backends import failure_reason
-from memkiln.llm.batch import status_reason
+from memkiln.llm.errors import failure_reason, status_reason
 from memkiln.transforms.states import (
     NOT_ELIGIBLE,
     RETRY_NOW_REASONS,
