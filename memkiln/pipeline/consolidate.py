@@ -11,7 +11,7 @@
 4. clear the folders of projects left without memories; write INDEX.md
 5. record the model's usage; the run closes with its counts
 
-The steps are the methods of ``memkiln.llm.consolidation.Consolidation``. Nothing here
+The steps are the methods of ``memkiln.pipeline.consolidate_steps.Consolidation``. Nothing here
 imports Prefect.
 """
 
@@ -32,7 +32,7 @@ from memkiln.io.rules import load_rules
 from memkiln.io.run_records import recorded_run
 from memkiln.io.store import open_store
 from memkiln.llm.backends import OpenAIBackend
-from memkiln.llm.consolidation import Consolidation, Renderer
+from memkiln.pipeline.consolidate_steps import Consolidation, Renderer
 from memkiln.pipeline.runner import LocalRunner, Runner
 from memkiln.settings import Settings
 from memkiln.transforms.consolidate import heuristic_files

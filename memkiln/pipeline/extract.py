@@ -9,7 +9,7 @@
    outcome is written as soon as it arrives
 4. close the backend, record the usage; the run closes with its counts
 
-The steps are the methods of ``memkiln.llm.engine.Extraction``. Readers see the store as
+The steps are the methods of ``memkiln.pipeline.extract_steps.Extraction``. Readers see the store as
 published at the start, after a few outcomes (no more often than every few seconds) and at
 the end (``memkiln.io.snapshot``). The work of step 3 that needs no store goes where the
 runner's ``dispatch`` puts it (under Prefect: ``render-sessions`` and ``call-model`` tasks,
@@ -32,8 +32,8 @@ from memkiln.io.run_records import recorded_run
 from memkiln.io.store import open_store
 from memkiln.llm.backends import HEURISTIC_MODEL, Backend
 from memkiln.llm.choice import make_backend
-from memkiln.llm.engine import Extraction, Plan, policy_from
 from memkiln.llm.units import Dispatch
+from memkiln.pipeline.extract_steps import Extraction, Plan, policy_from
 from memkiln.pipeline.runner import LocalRunner, Runner
 from memkiln.settings import Settings
 from memkiln.transforms.summaries import ExtractSummary, extract_section, notes

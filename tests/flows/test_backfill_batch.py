@@ -9,7 +9,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-import memkiln.llm.engine as engine
+import memkiln.pipeline.extract_steps as extract_steps
 from memkiln.pipeline.backfill import backfill_job
 from memkiln.settings import Settings
 from tests.builders import make_archive, uid
@@ -84,7 +84,7 @@ def test_a_batch_whose_outcomes_fail_to_be_written_is_applied_once_by_the_next_r
     def dies(con: duckdb.DuckDBPyConnection) -> None:
         raise RuntimeError("killed while the batch's outcomes were written")
 
-    monkeypatch.setattr(engine, "mark_applied", dies)
+    monkeypatch.setattr(extract_steps, "mark_applied", dies)
     with pytest.raises(RuntimeError):
         backfill_job(s)
     assert rows(s.db, "select count(*) from stage1_attempts") == [(0,)]
