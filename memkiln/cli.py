@@ -218,7 +218,7 @@ def backfill(as_json: opt.JsonOpt = False, **given: Any) -> int:
     code = run_exit_code(extract=summary.extract, consolidate=summary.consolidate)
     if as_json:
         return cout.print_counters(summary, code)
-    caption = f"run {summary.run_id[:12]}, {len(summary.batches)} extraction batch(es)"
+    caption = f"run {summary.run_id[:12]}, {len(summary.rounds)} extraction round(s)"
     cout.print_sections(*backfill_report(summary), caption)
     cout.print_memory_files(settings.out)
     return code

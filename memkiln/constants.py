@@ -19,7 +19,7 @@ INGEST_BATCH_FILES = 2_000
 
 #: Raw bytes of lines cleaned, parsed and normalized together: a file larger than this is
 #: handled in parts, so ingest memory follows this size rather than the largest file.
-SEGMENT_BYTES = 16 * 1024 * 1024
+PART_BYTES = 16 * 1024 * 1024
 
 #: DuckDB's memory limit during an ingest: the rows of a large batch wait in its transaction,
 #: and past this DuckDB writes them to the database file instead of holding them.
@@ -60,8 +60,16 @@ BLOB_MIN_CHARS = 512
 #: Suffixes discovered as rollout files.
 ROLLOUT_SUFFIXES = (".jsonl", ".jsonl.gz", ".jsonl.zst")
 
+#: The ``model`` the offline heuristic backend records for what it produces, in both phases
+#: (``stage1_outputs``, ``consolidation_jobs``); bumped when its rules change what it writes.
+#: v2: a session's segments as its tasks, outcomes from the stored exit data and the user's
+#: words. Phase 2's records said ``heuristic-v1`` before this one name: on a store from then,
+#: the first run consolidates each project once more (its input digest names the model) and
+#: writes the same files.
+HEURISTIC_MODEL = "heuristic-v2"
+
 #: Sessions whose stage-one requests are prepared (and jobs claimed) together.
-PREPARE_CHUNK = 64
+PREPARE_GROUP = 64
 
 #: Stage-one outcomes are written in one transaction once this many are waiting …
 FLUSH_OUTCOMES = 32

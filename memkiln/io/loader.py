@@ -24,9 +24,9 @@ from memkiln.constants import (
     BATCH_DECOMPRESSED_BYTES,
     MAX_LINE_BYTES,
     PARSER_DUCKDB_THREADS,
+    PART_BYTES,
     POLARS_ENGINE,
     QUARANTINE_EXCERPT_CHARS,
-    SEGMENT_BYTES,
     WHOLE_FILE_BYTES,
 )
 from memkiln.io.archive import FileStat, content_hash, path_key, read_file, shown_path
@@ -76,7 +76,7 @@ from memkiln.transforms.tool_calls import build_tool_calls
 #: Lines of a batch parsed in one part (a batch of the default size, 32 MiB, is one part, so
 #: each line is parsed once; a larger batch, or one huge file, is cut into parts and each part
 #: parsed twice: once for the formats, once for the items).
-PARSE_PART_BYTES = 2 * SEGMENT_BYTES
+PARSE_PART_BYTES = 2 * PART_BYTES
 
 #: Frames handed to DuckDB as Arrow with Polars' own string layout (string views): DuckDB
 #: reads them as they are, where the default compatibility level copies every string first.
@@ -568,7 +568,7 @@ def normalize_lines(
     votes: list[pl.DataFrame] = []
     narrow: list[pl.DataFrame] = []
     errors: list[pl.DataFrame] = [_no_result_errors()]
-    parts = _segments(lines["nbytes"], PARSE_PART_BYTES)
+    parts = _byte_ranges(lines["nbytes"], PARSE_PART_BYTES)
     whole: pl.DataFrame | None = None  # the fields of a batch parsed in one part
     for offset, length in parts:
         # 2-3. clean (blobs, secrets), check which lines are JSON objects, quarantine the rest
@@ -662,7 +662,7 @@ def _no_result_errors() -> pl.DataFrame:
     return pl.DataFrame(schema=_RESULT_ERROR_TYPES)
 
 
-def _segments(nbytes: pl.Series, limit: int) -> list[tuple[int, int]]:
+def _byte_ranges(nbytes: pl.Series, limit: int) -> list[tuple[int, int]]:
     """``(offset, length)`` row ranges of consecutive lines holding about ``limit`` bytes each
     (a longer line is a part alone); one range for a batch under the limit, none for none."""
     if nbytes.is_empty():
@@ -919,8 +919,8 @@ def _write(
 
 
 def insert_items(con: duckdb.DuckDBPyConnection, items: pl.DataFrame) -> None:
-    """Insert items in slices of about SEGMENT_BYTES: one Arrow copy of a slice at a time."""
-    for offset, length in _segments(_item_bytes(items), SEGMENT_BYTES):
+    """Insert items in slices of about PART_BYTES: one Arrow copy of a slice at a time."""
+    for offset, length in _byte_ranges(_item_bytes(items), PART_BYTES):
         con.register("b_items", items.slice(offset, length).to_arrow(compat_level=ARROW_OUT))
         try:
             con.execute(sql("insert_items"))

@@ -33,6 +33,7 @@ from openai import RequestOptions
 from openai.types.chat import ChatCompletion
 from pydantic import BaseModel, ValidationError
 
+from memkiln.constants import HEURISTIC_MODEL
 from memkiln.io.prices import PriceBook
 from memkiln.io.store import now
 from memkiln.llm.errors import body_problem, failed_call
@@ -62,7 +63,6 @@ from memkiln.transforms.states import FailureReason, Outcome, OutcomeKind
 from memkiln.transforms.text import clean_text
 from memkiln.transforms.tokens import count_tokens
 
-HEURISTIC_MODEL = "heuristic-v2"  # v2: segments as tasks, outcomes from signals
 T = TypeVar("T")
 M = TypeVar("M", bound=BaseModel)
 #: Request options of a model call: the API key as a bearer token, as ``create`` sends it.

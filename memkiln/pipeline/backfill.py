@@ -41,7 +41,7 @@ from memkiln.transforms.summaries import (
     notes,
 )
 
-#: A dry run looks at every batch at once: the per-run limit is lifted to this.
+#: A dry run looks at every round at once: the per-run limit is lifted to this.
 ALL_SESSIONS = 2**62
 
 
@@ -49,37 +49,38 @@ ALL_SESSIONS = 2**62
 class BackfillSummary:
     run_id: str = ""
     ingest: IngestSummary = field(default_factory=IngestSummary)
-    batches: list[ExtractSummary] = field(default_factory=list)
+    #: each round of extraction's summary, in order
+    rounds: list[ExtractSummary] = field(default_factory=list)
     consolidate: ConsolidateSummary = field(default_factory=ConsolidateSummary)
     estimate: Estimate | None = None
 
     @property
     def extract(self) -> ExtractSummary:
-        """The batches as one extraction: counts added up, the last batch's stop reason."""
-        total = ExtractSummary(run_id=self.batches[-1].run_id if self.batches else "")
-        for batch in self.batches:
-            total.taken += batch.taken
-            total.batched += batch.batched
-            total.batches_open = batch.batches_open
-            total.requests += batch.requests
-            total.input_tokens += batch.input_tokens
-            total.output_tokens += batch.output_tokens
-            total.cost_usd += batch.cost_usd
-            total.price_known = total.price_known and batch.price_known
-            total.orphans_taken_over += batch.orphans_taken_over
-            for key, n in batch.outcomes.items():
+        """The rounds as one extraction: counts added up, the last round's stop reason."""
+        total = ExtractSummary(run_id=self.rounds[-1].run_id if self.rounds else "")
+        for one in self.rounds:
+            total.taken += one.taken
+            total.batched += one.batched
+            total.batches_open = one.batches_open
+            total.requests += one.requests
+            total.input_tokens += one.input_tokens
+            total.output_tokens += one.output_tokens
+            total.cost_usd += one.cost_usd
+            total.price_known = total.price_known and one.price_known
+            total.orphans_taken_over += one.orphans_taken_over
+            for key, n in one.outcomes.items():
                 total.outcomes[key] = total.outcomes.get(key, 0) + n
-            total.sessions_failed += batch.sessions_failed
-            total.sessions_chunked += batch.sessions_chunked
-            total.chunk_requests += batch.chunk_requests
-            total.merge_requests += batch.merge_requests
-            total.chunks_cut += batch.chunks_cut
-            total.rate_limited += batch.rate_limited
-            total.reserved_usd = max(total.reserved_usd, batch.reserved_usd)
-        if self.batches:
-            total.budget_usd = self.batches[0].budget_usd
-            total.spent_before_usd = self.batches[0].spent_before_usd
-            last = self.batches[-1]
+            total.sessions_failed += one.sessions_failed
+            total.sessions_chunked += one.sessions_chunked
+            total.chunk_requests += one.chunk_requests
+            total.merge_requests += one.merge_requests
+            total.chunks_cut += one.chunks_cut
+            total.rate_limited += one.rate_limited
+            total.reserved_usd = max(total.reserved_usd, one.reserved_usd)
+        if self.rounds:
+            total.budget_usd = self.rounds[0].budget_usd
+            total.spent_before_usd = self.rounds[0].spent_before_usd
+            last = self.rounds[-1]
             total.considered, total.decisions = last.considered, dict(last.decisions)
             total.stopped, total.budget_reached = last.stopped, last.budget_reached
             total.estimate = last.estimate
@@ -88,7 +89,7 @@ class BackfillSummary:
     def counters(self) -> dict[str, float | None]:
         return merge_counters(
             self.ingest.counters(),
-            *(batch.counters() for batch in self.batches),
+            *(one.counters() for one in self.rounds),
             self.consolidate.counters(),
         )
 
@@ -98,27 +99,27 @@ AnyOptions = TypeVar("AnyOptions", bound=Options)
 
 
 def backfill_settings(settings: AnyOptions) -> AnyOptions:
-    """The settings of a backfill: no age window; a dry run counts every batch at once."""
+    """The settings of a backfill: no age window; a dry run counts every round at once."""
     update: dict[str, object] = {"backfill": True}
     if settings.dry_run:
         update["max_rollouts_per_run"] = ALL_SESSIONS
     return settings.model_copy(update=update)
 
 
-def more_to_do(batch: ExtractSummary) -> bool:
-    """Whether another batch would find sessions this one left (the per-run limit)."""
+def more_to_do(extracted: ExtractSummary) -> bool:
+    """Whether another round would find sessions this one left (the per-run limit)."""
     return (
-        not batch.stopped
-        and batch.estimate is None
-        and batch.taken > 0
-        and batch.decisions.get("over_run_limit", 0) > 0
+        not extracted.stopped
+        and extracted.estimate is None
+        and extracted.taken > 0
+        and extracted.decisions.get("over_run_limit", 0) > 0
     )
 
 
-def wait_then_again(settings: Options, batch: ExtractSummary) -> bool:
-    """With ``--wait`` (openai-batch), wait for the batches still running to end; True when
-    there were some (the next batch's run applies them and goes on)."""
-    running = batch.batched or batch.batches_open  # submitted now, or still open before
+def wait_then_again(settings: Options, extracted: ExtractSummary) -> bool:
+    """With ``--wait`` (openai-batch), wait for the Batch API jobs still running to end; True
+    when there were some (the next round applies them and goes on)."""
+    running = extracted.batched or extracted.batches_open  # submitted now, or still open before
     if not (settings.wait and running) or settings.dry_run:
         return False
     return wait_for_batches(Settings.from_options(settings), say=_say) > 0
@@ -145,14 +146,14 @@ def backfill_job(settings: Settings, runner: Runner | None = None) -> BackfillSu
         # 3. extract in rounds
         spent = 0.0
         while True:
-            batch = phase(extract, spent_before=spent)
-            summary.batches.append(batch)
-            spent += batch.cost_usd
-            if not more_to_do(batch) and not wait_then_again(settings, batch):
+            extracted = phase(extract, spent_before=spent)
+            summary.rounds.append(extracted)
+            spent += extracted.cost_usd
+            if not more_to_do(extracted) and not wait_then_again(settings, extracted):
                 break
         # 4. consolidate, or estimate it
         if settings.dry_run:
-            summary.estimate = dry_run_estimate(settings, batch, run_id=summary.run_id)
+            summary.estimate = dry_run_estimate(settings, extracted, run_id=summary.run_id)
         else:
             summary.consolidate = phase(consolidate, spent_before=spent)
     # 5. report the summary

@@ -15,6 +15,7 @@ from typing import Any
 import duckdb
 import polars as pl
 
+from memkiln.constants import HEURISTIC_MODEL
 from memkiln.io.memory_files import OutputRoot, UnsafePathError
 from memkiln.io.progress import Reporter
 from memkiln.io.snapshot import Publisher
@@ -218,7 +219,7 @@ class Consolidation:
         self.reporter = reporter
         self.spent_before = spent_before
         self.backend_name = "openai" if backend else "heuristic"
-        self.model = backend.model if backend else "heuristic-v1"
+        self.model = backend.model if backend else HEURISTIC_MODEL
         #: set by ``select``: every project's selected memories, and each project's last
         #: consolidation record
         self.selected = pl.DataFrame()

@@ -23,6 +23,7 @@ from contextlib import suppress
 
 import duckdb
 
+from memkiln.constants import HEURISTIC_MODEL
 from memkiln.io.jobs import store_write_error
 from memkiln.io.lock import hold_store
 from memkiln.io.prices import PriceBook, check_budget_prices
@@ -30,7 +31,7 @@ from memkiln.io.progress import Reporter
 from memkiln.io.rules import load_rules
 from memkiln.io.run_records import recorded_run
 from memkiln.io.store import open_store
-from memkiln.llm.backends import HEURISTIC_MODEL, Backend
+from memkiln.llm.backends import Backend
 from memkiln.llm.choice import make_backend
 from memkiln.llm.units import Dispatch
 from memkiln.pipeline.extract_steps import Extraction, Plan, policy_from

@@ -35,7 +35,7 @@ from typing import Protocol
 import duckdb
 import polars as pl
 
-from memkiln.constants import FLUSH_OUTCOMES, FLUSH_SECONDS, PREPARE_CHUNK
+from memkiln.constants import FLUSH_OUTCOMES, FLUSH_SECONDS, PREPARE_GROUP
 from memkiln.errors import Interrupted
 from memkiln.io.progress import Reporter
 from memkiln.io.signals import stop_request
@@ -132,7 +132,7 @@ class Sender:
         running: list[asyncio.Task[None]] = []  # kept until gathered, so an error surfaces
         # the first group only fills the slots, so that sending starts as soon as it can
         head = todo.head(settings.concurrency)
-        rest = todo.slice(head.height).iter_slices(max(PREPARE_CHUNK, settings.concurrency * 4))
+        rest = todo.slice(head.height).iter_slices(max(PREPARE_GROUP, settings.concurrency * 4))
         groups = [head, *rest] if head.height else []
         prepare = lambda group: steps.prepare(group, publisher)  # noqa: E731
         ahead = Ahead(groups, prepare, depth=steps.dispatch.ahead if groups else 1)

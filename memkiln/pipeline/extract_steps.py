@@ -22,7 +22,7 @@ from datetime import time as datetime_time
 import duckdb
 import polars as pl
 
-from memkiln.constants import PREPARE_CHUNK
+from memkiln.constants import PREPARE_GROUP
 from memkiln.io.jobs import (
     claim_many,
     finish_many,
@@ -142,7 +142,7 @@ class Extraction:
         self.buffer: list[Finished] = []
         # the cost of every finished attempt (their total is the run's cost)
         self.costs: list[float] = []
-        # chunks prepared side by side read and claim in the store one at a time; once the
+        # groups prepared side by side read and claim in the store one at a time; once the
         # run stops, none claims any more (``fence``)
         self.claiming = threading.Lock()
         self.fenced = False
@@ -230,9 +230,9 @@ class Extraction:
         requests = tokens_in = tokens_out = 0
         if backend.name != "heuristic":  # the heuristic backend sends no request
             with store_cursor(self.con) as cur:
-                for chunk in todo.iter_slices(PREPARE_CHUNK * 4):
+                for group in todo.iter_slices(PREPARE_GROUP * 4):
                     built = build_requests(
-                        cur, chunk, settings=settings, rules=self.rules, chunked=True
+                        cur, group, settings=settings, rules=self.rules, chunked=True
                     )
                     for request in built:
                         if (request.rollout_id, request.input_hash) in self.reusable:
@@ -278,16 +278,16 @@ class Extraction:
         now_done: list[Finished] = []
         estimate = self.plan.spent_before + summary.cost_usd
         with store_cursor(self.con) as cur:
-            for chunk in todo.iter_slices(PREPARE_CHUNK * 4):
+            for group in todo.iter_slices(PREPARE_GROUP * 4):
                 if summary.budget_reached:
                     break
                 requests = build_requests(
-                    cur, chunk, settings=settings, rules=self.rules, chunked=True
+                    cur, group, settings=settings, rules=self.rules, chunked=True
                 )
                 attempts = claim_many(
-                    cur, chunk, run_id=summary.run_id, lease_seconds=settings.lease_seconds
+                    cur, group, run_id=summary.run_id, lease_seconds=settings.lease_seconds
                 )
-                watermarks = dict(chunk.iter_rows())
+                watermarks = dict(group.iter_rows())
                 for request in requests:
                     rid = request.rollout_id
                     reused = Outcome(rid, OutcomeKind.REUSED, input_hash=request.input_hash)
@@ -359,34 +359,34 @@ class Extraction:
         cost = self.plan.prices.cost(backend.name, backend.model, tokens_in, tokens_out)
         return cost or 0.0
 
-    def prepare(self, chunk: pl.DataFrame, publisher: Publisher) -> Prepared:
-        """Read and claim a chunk's sessions, then have the dispatch render their requests
+    def prepare(self, group: pl.DataFrame, publisher: Publisher) -> Prepared:
+        """Read and claim a group's sessions, then have the dispatch render their requests
         (the heuristic's outcomes with them). A separate connection: this runs in a worker
         thread while the loop keeps sending requests and writing outcomes on ``con``."""
         settings = self.settings
         heuristic = self.backend.name == "heuristic"
         with self.claiming, publisher.using(), store_cursor(self.con) as cur:
             if self.fenced:
-                raise RunStopped("the run stopped before this chunk was claimed")
-            meta, kept = read_sessions(cur, chunk)
+                raise RunStopped("the run stopped before this group was claimed")
+            meta, kept = read_sessions(cur, group)
             attempts = claim_many(
-                cur, chunk, run_id=self.summary.run_id, lease_seconds=settings.lease_seconds
+                cur, group, run_id=self.summary.run_id, lease_seconds=settings.lease_seconds
             )
             # the heuristic extracts where it renders, except what may be reused
-            reusable = self._reusable_of(chunk["rollout_id"].to_list()) if heuristic else {}
-        group = Group(meta, kept, reusable=reusable, chunked=not heuristic, extract=heuristic)
-        return self.dispatch.render(group), attempts
+            reusable = self._reusable_of(group["rollout_id"].to_list()) if heuristic else {}
+        work = Group(meta, kept, reusable=reusable, chunked=not heuristic, extract=heuristic)
+        return self.dispatch.render(work), attempts
 
     def fence(self) -> None:
-        """No chunk claims any more jobs: waits for a claim in progress, so that a stopping
-        run hands back everything it holds (a chunk still being prepared in a worker thread
+        """No group claims any more jobs: waits for a claim in progress, so that a stopping
+        run hands back everything it holds (a group still being prepared in a worker thread
         would otherwise claim its jobs after they were handed back, and keep them)."""
         with self.claiming:
             self.fenced = True
 
     def _reusable_of(self, ids: list[str]) -> dict[str, frozenset[str]]:
         """The input hashes whose output each of ``ids`` may reuse."""
-        if self._reusable_by is None:  # indexed once, by the first chunk that asks
+        if self._reusable_by is None:  # indexed once, by the first group that asks
             by_id: dict[str, set[str]] = {}
             for rid, input_hash in self.reusable:
                 by_id.setdefault(rid, set()).add(input_hash)
@@ -494,7 +494,7 @@ class Extraction:
 
 
 class RunStopped(Exception):
-    """A chunk's preparation began after the run had stopped: nothing was claimed."""
+    """A group's preparation began after the run had stopped: nothing was claimed."""
 
 
 def record_chunks(con: duckdb.DuckDBPyConnection, done: list[Finished], *, run_id: str) -> None:

@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
+from memkiln.constants import HEURISTIC_MODEL
 from memkiln.errors import ConfigError
 from memkiln.io.lock import hold_store
 from memkiln.io.prices import PriceBook
@@ -27,7 +28,6 @@ from memkiln.io.progress import Reporter
 from memkiln.io.run_records import recorded_parent_run
 from memkiln.io.store import Counters, linked_runs, open_store
 from memkiln.io.usage import consolidation_estimate, record_estimate
-from memkiln.llm.backends import HEURISTIC_MODEL
 from memkiln.pipeline.consolidate import consolidate
 from memkiln.pipeline.extract import extract
 from memkiln.pipeline.ingest import check_archive, ingest

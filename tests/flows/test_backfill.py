@@ -80,7 +80,7 @@ def test_repeated_backfill_runs_reach_every_session_within_ceil_eligible_over_th
     assert again.extract.decisions == {"up_to_date": 45}
 
 
-def test_one_backfill_extracts_every_session_of_its_date_range_in_batches(
+def test_one_backfill_extracts_every_session_of_its_date_range_in_rounds(
     tmp_path: Path,
 ) -> None:
     # 60 sessions one hour apart from 2026-10-01 09:00 UTC: 15 on the 1st, 24 on the 2nd, ...
@@ -89,7 +89,7 @@ def test_one_backfill_extracts_every_session_of_its_date_range_in_batches(
         tmp_path, max_rollouts_per_run=10, since=date(2026, 10, 2), until=date(2026, 10, 2)
     )
     summary = backfill_job(s)
-    assert len(summary.batches) == 3  # 10 + 10 + 4 sessions
+    assert len(summary.rounds) == 3  # 10 + 10 + 4 sessions
     assert done_sessions(s.db) == 24
     reasons = dict(((d, r), n) for d, r, n in selection_reasons_of(s.db))
     assert reasons[("skip", "outside_range")] == 36
@@ -98,7 +98,7 @@ def test_one_backfill_extracts_every_session_of_its_date_range_in_batches(
     assert (tmp_path / "memories" / "INDEX.md").is_file()
     # the whole archive, without the nightly age window; resumable: only the rest is done
     full = backfill_job(settings(tmp_path, max_rollouts_per_run=50))
-    assert sum(b.taken for b in full.batches) == 36
+    assert sum(b.taken for b in full.rounds) == 36
     assert done_sessions(s.db) == 60
 
 

@@ -477,7 +477,7 @@ def test_files_handled_in_parts_store_the_same_rows_as_in_one_part(
     # a few lines per part: every file over 12 KB is cut, the largest (166 KB)
     # into 14 parts
     monkeypatch.setattr(loader, "PARSE_PART_BYTES", 12_000)
-    monkeypatch.setattr(loader, "SEGMENT_BYTES", 12_000)
+    monkeypatch.setattr(loader, "PART_BYTES", 12_000)
     run_ingest(sample_archive, parts)
 
     queries = [

@@ -1,4 +1,4 @@
-"""The summary 'memkiln backfill' prints adds up its extraction batches whole: the sessions
+"""The summary 'memkiln backfill' prints adds up its extraction rounds whole: the sessions
 sent in chunks, their chunk and merge requests and the messages cut count as they do in
 'memkiln extract' (the README's "messages cut" line)."""
 
@@ -15,12 +15,12 @@ def batch(n: int) -> ExtractSummary:
 
 
 def test_the_batches_requests_add_up() -> None:
-    total = BackfillSummary(batches=[batch(1), batch(2)]).extract
+    total = BackfillSummary(rounds=[batch(1), batch(2)]).extract
     assert (total.taken, total.requests) == (6, 14)
 
 
 def test_the_batches_chunked_sessions_and_messages_cut_add_up_and_are_shown() -> None:
-    total = BackfillSummary(batches=[batch(1), batch(2)]).extract
+    total = BackfillSummary(rounds=[batch(1), batch(2)]).extract
     counts = (total.sessions_chunked, total.chunk_requests, total.merge_requests, total.chunks_cut)
     assert counts == (2, 8, 2, 3)
     shown = dict(extract_section(total)[1])
