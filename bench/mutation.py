@@ -41,7 +41,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "memkiln/transforms/redact.py",
         [
             "tests/transforms/test_redact.py",
-            "tests/transforms/test_redact_mutants.py",
+            "tests/transforms/test_redact_rules_files.py",
             # hits counted while redacting, the maintained rule source and the key-word
             # rule, and the items' and lines' redaction that calls them
             "tests/transforms/test_redact_engine.py",
@@ -53,13 +53,13 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     ),
     "filtering": (
         "memkiln/transforms/filtering.py",
-        ["tests/transforms/test_filtering.py", "tests/transforms/test_filtering_mutants.py"],
+        ["tests/transforms/test_filtering.py", "tests/transforms/test_filtering_edges.py"],
     ),
     "selection": (
         "memkiln/transforms/selection.py",
         [
             "tests/transforms/test_selection.py",
-            "tests/transforms/test_selection_mutants.py",
+            "tests/transforms/test_selection_edges.py",
             "tests/transforms/test_selection_backfill.py",
         ],
     ),
@@ -70,7 +70,7 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "memkiln/transforms/tokens.py",
         [
             "tests/transforms/test_tokens_units.py",
-            "tests/transforms/test_tokens_mutants.py",
+            "tests/transforms/test_tokens_cut.py",
             "tests/transforms/test_tokens_near_budget.py::test_a_text_that_fits_the_budget_in_tokens_is_never_cut",
             "tests/transforms/test_tokens_near_budget.py::test_a_text_just_over_the_budget_is_cut_to_fit_with_its_real_count",
             "tests/transforms/test_tokens.py::test_budget_is_95_percent_of_70_percent_of_the_window_with_a_fallback",
@@ -82,15 +82,15 @@ MODULES: dict[str, tuple[str, list[str]]] = {
     ),
     "names": (
         "memkiln/transforms/names.py",
-        ["tests/transforms/test_consolidate.py", "tests/transforms/test_names_mutants.py"],
+        ["tests/transforms/test_consolidate.py", "tests/transforms/test_names_rules.py"],
     ),
-    # Unit tests only: the flow tests of tests/flows/test_render_input.py cost about 10 s per
+    # Unit tests only: the flow tests of tests/cli/test_render_input.py cost about 10 s per
     # mutant; what they reach of this module (stage_one_inputs) has unit tests now.
     "render": (
         "memkiln/transforms/render.py",
         [
             "tests/transforms/test_render_units.py",
-            "tests/transforms/test_render_mutants.py",
+            "tests/transforms/test_render_lines.py",
             "tests/transforms/test_render_long.py",
             "tests/transforms/test_chunks.py",
         ],
@@ -99,21 +99,21 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         "memkiln/transforms/consolidate.py",
         [
             "tests/transforms/test_consolidate.py",
-            "tests/transforms/test_consolidate_mutants.py",
+            "tests/transforms/test_consolidate_layout.py",
             "tests/transforms/test_consolidate_files.py",
         ],
     ),
     "citations": (
         "memkiln/transforms/citations.py",
-        ["tests/transforms/test_consolidate.py", "tests/transforms/test_citations_mutants.py"],
+        ["tests/transforms/test_consolidate.py", "tests/transforms/test_citations_usage.py"],
     ),
     "project": (
         "memkiln/transforms/project.py",
-        ["tests/transforms/test_project.py", "tests/transforms/test_project_mutants.py"],
+        ["tests/transforms/test_project.py", "tests/transforms/test_project_keys.py"],
     ),
     "plan": (
         "memkiln/transforms/plan.py",
-        ["tests/transforms/test_plan.py", "tests/transforms/test_plan_mutants.py"],
+        ["tests/transforms/test_plan.py", "tests/transforms/test_plan_edges.py"],
     ),
     # the stage-one output's raw-memory format: its writer and consolidation's parser
     "raw_memory": (
@@ -121,12 +121,12 @@ MODULES: dict[str, tuple[str, list[str]]] = {
         [
             "tests/transforms/test_raw_memory.py",
             "tests/transforms/test_consolidate.py",
-            "tests/transforms/test_consolidate_mutants.py",
+            "tests/transforms/test_consolidate_layout.py",
         ],
     ),
-    # The flow tests of tests/flows/test_consolidate.py also write memory files, but at about
+    # The flow tests of tests/pipeline/test_consolidate.py also write memory files, but at about
     # a minute per surviving mutant on a shared 2-core machine; the writer's own tests run here.
-    "memory_files": ("memkiln/io/memory_files.py", ["tests/io/test_memory_files_mutants.py"]),
+    "memory_files": ("memkiln/io/memory_files.py", ["tests/io/test_memory_files_edges.py"]),
 }
 
 STATUS = {

@@ -162,17 +162,17 @@ LONGEST_FIRST = (
     "tests/flows/test_operations.py",
     "tests/reliability/test_secrets_end_to_end.py",
     "tests/reliability/test_crash_safety.py",
-    "tests/flows/test_cli.py",
-    "tests/flows/test_consolidate.py",
+    "tests/cli/test_cli.py",
+    "tests/pipeline/test_consolidate.py",
     "tests/reliability/test_properties.py",
     "tests/io/test_connect_during_run.py",
     "tests/reliability/test_ingest_memory.py",
-    "tests/flows/test_backfill.py",
+    "tests/pipeline/test_backfill.py",
     # the sweeps of the shared corpus (skipped without it)
     "tests/sql/test_audits.py",
-    "tests/flows/test_quality_corpus.py",
+    "tests/pipeline/test_quality_corpus.py",
     "tests/transforms/test_heuristic.py",
-    "tests/flows/test_render_input.py",
+    "tests/cli/test_render_input.py",
     "tests/transforms/test_redact.py",
 )
 

@@ -15,7 +15,6 @@ leaves none behind, what reaches its database) do not take the mark: they keep t
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -28,6 +27,7 @@ import httpx
 import pytest
 
 from memkiln.flows.server_watch import PARENT_ENV, WATCHED_APP
+from tests.commands import free_port
 
 #: Seconds the shared server may take to answer its first health check (a loaded machine).
 START_TIMEOUT_S = 120
@@ -40,12 +40,6 @@ SERVER_ENV = {
     "DO_NOT_TRACK": "1",
     "PREFECT_LOGGING_LEVEL": "WARNING",
 }
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class PrefectServer:

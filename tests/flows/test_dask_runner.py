@@ -14,17 +14,17 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 import uuid
+from functools import partial
 from pathlib import Path
 
 import duckdb
 import pytest
 
 from memkiln.flows.task_runners import LOCAL_DASK_WORKERS
-
-MEMKILN = str(Path(sys.executable).with_name("memkiln"))
+from tests import commands
+from tests.commands import MEMKILN
 
 #: Columns that name a run, a process or the wall-clock time of this run (not the data).
 RUN_COLUMNS = {
@@ -53,17 +53,8 @@ SMALL_BATCH = 64 * 1024
 RECORDER = Path(__file__).with_name("dask_recorder.py")
 
 
-def memkiln(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {
-        k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_") or k == "MEMKILN_HOME"
-    }
-    return subprocess.run(
-        [MEMKILN, *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        env={**base, **(env or {})},
-    )
+#: a Dask cluster starts slowly on a loaded machine
+memkiln = partial(commands.memkiln, timeout=600)
 
 
 def table_rows(db: Path) -> dict[str, list[tuple[object, ...]]]:

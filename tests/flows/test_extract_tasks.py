@@ -42,7 +42,7 @@ from memkiln.transforms.states import Outcome
 from tests.builders import make_archive
 from tests.fake_openai import FakeOpenAI
 from tests.flows.test_dask_runner import table_rows
-from tests.flows.test_extract_chunks import long_session
+from tests.pipeline.test_extract_chunks import long_session
 
 
 def across(value: Any) -> Any:

@@ -11,7 +11,7 @@ import pytest
 from memkiln.flows.nothing_new import WITHOUT_PREFECT, prefect_worth_starting
 from memkiln.pipeline.run import run_job
 from memkiln.settings import Settings
-from tests.flows.test_cli import memkiln
+from tests.commands import memkiln
 from tests.imports import LIST_IMPORTS, orchestration_imported
 
 

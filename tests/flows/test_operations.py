@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,33 +21,17 @@ import psutil
 import pytest
 
 from tests.builders import codex_lines, uid, write_rollout
+from tests.commands import (
+    EXIT_TIMEOUT,
+    MEMKILN,
+    alive,
+    clean_env,
+    free_port,
+    runs,
+    start,
+    stop_when,
+)
 from tests.fake_openai import FakeOpenAI
-from tests.flows.test_cli import MEMKILN
-
-#: How long a stopped run may take to exit (it takes a few seconds; this is a hang guard).
-EXIT_TIMEOUT = 60
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_")}
-    return {**base, "MEMKILN_HOME": os.environ["MEMKILN_HOME"], **extra}
-
-
-def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
-    """A ``memkiln`` process in its own process group, as a scheduler starts one."""
-    return subprocess.Popen(
-        [MEMKILN, *args],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env=env or clean_env(),
-        start_new_session=True,
-    )
-
-
-def runs(db: Path) -> list[tuple[str, str]]:
-    with duckdb.connect(str(db), read_only=True) as con:
-        return con.execute("select command, status from runs order by started_at").fetchall()
 
 
 def big_archive(path: Path, *, sessions: int = 20, kb: int = 1200) -> Path:
@@ -60,31 +43,6 @@ def big_archive(path: Path, *, sessions: int = 20, kb: int = 1200) -> Path:
         lines = codex_lines(uid(i), request=f"build part {i}", at=at, calls=[("make", output)])
         write_rollout(path, uid(i), lines, at + timedelta(minutes=i))
     return path
-
-
-def stop_when(
-    proc: subprocess.Popen[str], ready: Callable[[psutil.Process], bool], *, group: bool
-) -> tuple[list[psutil.Process], str]:
-    """Wait until ``ready``, then SIGTERM the process (or its whole group, as systemd and
-    cron's session end do); return its children at that moment and its stderr."""
-    me = psutil.Process(proc.pid)
-    deadline = time.monotonic() + 300
-    while not ready(me):
-        assert proc.poll() is None, f"ended before the signal: {proc.communicate()}"
-        assert time.monotonic() < deadline, "never reached the phase to interrupt"
-        time.sleep(0.02)
-    children = me.children(recursive=True)
-    if group:
-        os.killpg(proc.pid, signal.SIGTERM)
-    else:
-        proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=EXIT_TIMEOUT)  # a hang fails here
-    return children, err
-
-
-def alive(processes: list[psutil.Process]) -> list[psutil.Process]:
-    time.sleep(0.5)
-    return [p for p in processes if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
 def reading_archive(archive: Path, db: Path | None = None) -> Callable[[psutil.Process], bool]:
@@ -210,12 +168,6 @@ def test_the_run_flow_takes_its_parameters_as_json_as_a_deployment_sends_them(
     )
     with pytest.raises(Exception, match="sources"):
         run_flow.validate_parameters({"options": {"sources": ["nope"]}})
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def api(base: str, path: str, body: dict[str, object]) -> list[dict[str, object]]:

@@ -18,8 +18,9 @@ import psutil
 import pytest
 
 from memkiln.flows.serving import SKIPPED_LINE, one_run_at_a_time, report_skipped_runs
+from tests.commands import EXIT_TIMEOUT, alive, clean_env, free_port, start
 from tests.fake_openai import FakeOpenAI
-from tests.flows.test_operations import EXIT_TIMEOUT, alive, api, clean_env, free_port, start
+from tests.flows.test_operations import api
 
 
 def test_the_deployment_allows_one_run_and_cancels_a_new_one() -> None:

@@ -6,14 +6,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests.commands import MEMKILN
 from tests.conftest import SAMPLE_ARCHIVE
 
-MEMKILN = str(Path(sys.executable).with_name("memkiln"))
 TOKEN = "ghp_" + "aB3dE5fG7hJ9kL1mN3pQ5rS7tU9vW1xY3zA5"
 
 

@@ -6,7 +6,7 @@ import socket
 from pathlib import Path
 
 from tests.builders import make_archive
-from tests.flows.test_cli import memkiln, one_line_error
+from tests.commands import memkiln, one_line_error
 
 
 def closed_port() -> int:

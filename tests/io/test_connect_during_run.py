@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import memkiln
-
-MEMKILN = str(Path(sys.executable).with_name("memkiln"))
+from tests.commands import MEMKILN
 
 #: A second process that holds one connection open, querying it now and then, until its
 #: stdin closes; it prints a line per answer.

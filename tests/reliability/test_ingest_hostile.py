@@ -19,7 +19,7 @@ from memkiln.io.loader import parse_lines
 from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
 from memkiln.transforms.normalize import build_items, build_rollouts
-from tests.flows.test_no_secret_survives import store_texts
+from tests.pipeline.test_no_secret_survives import store_texts
 
 OWN = "019c0000-aaaa-7bbb-8ccc-000000000002"
 PARENT = "019c0000-aaaa-7bbb-8ccc-000000000001"

@@ -255,7 +255,7 @@ def test_model_faults_over_the_responses_api_end_in_the_same_outcomes(
 
 def chunked(tmp_path: Path, fake: FakeOpenAI) -> Settings:
     """One session of about 0.3 MB that a 20,000-token window reads in several chunks."""
-    from tests.flows.test_extract_chunks import long_session
+    from tests.pipeline.test_extract_chunks import long_session
 
     long_session(tmp_path / "archive", megabytes=0.3, turns=6)
     s = settings(tmp_path, fake, context_window=20_000, max_retries=0, request_timeout_s=20)

@@ -23,7 +23,7 @@ import pytest
 
 from tests.conftest import fresh_prefect_home
 from tests.fake_openai import FakeOpenAI
-from tests.flows.test_no_secret_survives import store_texts
+from tests.pipeline.test_no_secret_survives import store_texts
 from tests.prefect_server import prefect_api_server
 from tests.transforms.test_redact import FIXTURE_SECRETS, ORDINARY, Fixture
 

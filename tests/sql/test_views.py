@@ -17,7 +17,7 @@ from tests.sample_db import SampleDb, shared_sample_db
 
 NEW_VIEWS = ("v_sessions_daily", "v_tool_calls", "v_coverage", "v_costs", "v_redactions", "v_runs")
 #: Views of a step the README's first command does not take (memkiln publish: its rows are
-#: checked in tests/flows/test_publish.py).
+#: checked in tests/cli/test_publish.py).
 NOT_IN_THE_SAMPLE = ("v_publications",)
 
 

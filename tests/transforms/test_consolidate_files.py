@@ -24,7 +24,7 @@ from memkiln.transforms.prompts import CONSOLIDATION_PROMPT_VERSION
 from memkiln.transforms.redact import RuleSet
 from memkiln.transforms.stage_one_answer import ConsolidationOutput, Skill
 from memkiln.transforms.tokens import count_tokens
-from tests.transforms.test_consolidate_mutants import KEY, STEM_A, STEM_B, selected
+from tests.transforms.test_consolidate_layout import KEY, STEM_A, STEM_B, selected
 
 TOKEN = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8"
 REDACTED = "[REDACTED_SECRET]"

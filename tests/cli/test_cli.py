@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,29 +16,12 @@ import typer.main
 from memkiln.cli import app
 from memkiln.cli_options import CLI_OPTIONS, OLD_OPTIONS
 from memkiln.settings import Options
+from tests.commands import MEMKILN, memkiln, one_line_error
 from tests.imports import LIST_IMPORTS, orchestration_imported
 from tests.prefect_server import flow_run_state
 
+
 #: The console script installed beside this Python (``pip install -e .``).
-MEMKILN = str(Path(sys.executable).with_name("memkiln"))
-
-
-def memkiln(
-    *args: str, env: dict[str, str] | None = None, cwd: Path | None = None
-) -> subprocess.CompletedProcess[str]:
-    base = {
-        k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_") or k == "MEMKILN_HOME"
-    }
-    return subprocess.run(
-        [MEMKILN, *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**base, **(env or {})},
-        cwd=cwd,
-    )
-
-
 def command_names() -> list[str]:
     return sorted(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
 
@@ -138,14 +120,6 @@ def test_a_database_held_by_another_process_is_one_line_and_exit_3(tmp_path: Pat
     assert len(result.stderr.strip().splitlines()) == 1
     assert "in use by another process" in result.stderr
     assert "Traceback" not in result.stderr
-
-
-def one_line_error(result: subprocess.CompletedProcess[str], *words: str) -> None:
-    assert result.returncode == 2, result.stderr
-    assert "Traceback" not in result.stderr and "Error" not in result.stderr.split(":", 1)[0]
-    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
-    for word in words:
-        assert word in result.stderr
 
 
 @pytest.mark.parametrize(

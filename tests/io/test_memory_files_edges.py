@@ -1,4 +1,4 @@
-"""The memory-file writer, pinned where mutation testing found it loose: which paths it
+"""The memory-file writer, pinned at the edges where a changed line must fail a test (``bench/mutation.py``): which paths it
 refuses, what a write returns and leaves behind, and what pruning and cleaning remove.
 (The atomicity of a write under a kill is tested elsewhere.)"""
 

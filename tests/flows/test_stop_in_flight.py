@@ -11,9 +11,8 @@ from pathlib import Path
 import duckdb
 import pytest
 
+from tests.commands import MEMKILN, alive, clean_env, runs, start, stop_when
 from tests.fake_openai import FakeOpenAI, last_user_text
-from tests.flows.test_cli import MEMKILN
-from tests.flows.test_operations import alive, clean_env, runs, start, stop_when
 from tests.timeouts import LONG_TIMEOUT_S
 
 STOPPED_LINE = (

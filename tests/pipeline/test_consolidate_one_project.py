@@ -12,7 +12,7 @@ import duckdb
 from memkiln.pipeline.consolidate import consolidate_store
 from memkiln.pipeline.extract import extract_store
 from memkiln.pipeline.ingest import ingest_archive
-from tests.flows.test_consolidate import T0, add_session, folders, settings, snapshot
+from tests.pipeline.test_consolidate import T0, add_session, folders, settings, snapshot
 
 SHOP = "github.com/acme/shop"
 

@@ -1,6 +1,6 @@
-"""The rollout contents a model reads, pinned line by line where mutation testing found
-them loose: one compact JSON object per kept item, in Codex's field names, in session order,
-one rollout per row, redacted again with the current rules."""
+"""The rollout contents a model reads, pinned line by line (a changed line of the renderer
+must fail a test, ``bench/mutation.py``): one compact JSON object per kept item, in Codex's
+field names, in session order, one rollout per row, redacted again with the current rules."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Secret rules files, pinned where mutation testing found the loader loose: every
+"""Secret rules files, pinned at the edges where a changed line must fail a test (``bench/mutation.py``): every
 malformed file is refused with a message naming what is wrong, passes run in their fixed
 order whatever the file's order, and each rule keeps exactly its own key and suffix."""
 

@@ -1,4 +1,4 @@
-"""Names of memory files and folders, pinned where mutation testing found them loose.
+"""Names of memory files and folders, pinned at the edges where a changed line must fail a test (``bench/mutation.py``).
 
 Expected values are worked out from DESIGN's rules in the test, never by the function under
 test: a wrong time or hash in a summary stem puts the file under another name than Codex's

@@ -1,4 +1,4 @@
-"""Project keys pinned where mutation testing found them loose: one repository is one
+"""Project keys pinned at the edges where a changed line must fail a test (``bench/mutation.py``): one repository is one
 project whatever the remote's spelling, and a blank remote falls back to the directory."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Which files to read, pinned where mutation testing found it loose: batch edges and
+"""Which files to read, pinned at the edges where a changed line must fail a test (``bench/mutation.py``): batch edges and
 files known without a status."""
 
 from __future__ import annotations

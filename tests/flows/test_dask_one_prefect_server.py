@@ -11,8 +11,7 @@ from pathlib import Path
 
 import psutil
 
-from tests.flows.test_cli import MEMKILN
-from tests.flows.test_operations import clean_env
+from tests.commands import MEMKILN, clean_env
 
 PREFECT_SERVER = "prefect.server.api.server:create_app"
 

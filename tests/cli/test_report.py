@@ -6,7 +6,6 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import sys
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from urllib.parse import unquote
@@ -24,9 +23,9 @@ from tests.chromium import (
     screenshot,
     with_layout_probe,
 )
+from tests.commands import MEMKILN
 from tests.sample_db import SampleDb, shared_sample_db
 
-MEMKILN = str(Path(sys.executable).parent / "memkiln")
 CHARTS = ("runs", "sessions", "failures", "tool_kinds", "tool_projects", "costs")
 HOSTILE = "</script><img src=x onerror=console.error('injected')><b>x</b>"
 

@@ -11,7 +11,7 @@ import pytest
 
 from memkiln.transforms.estimate import CONSOLIDATION_MAX_OUTPUT, consolidation_output_tokens
 from tests.fake_openai import FakeOpenAI
-from tests.flows.test_consolidate import (
+from tests.pipeline.test_consolidate import (
     T0,
     add_session,
     folders,

@@ -6,10 +6,7 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import shutil
-import subprocess
-import sys
 import threading
 from datetime import UTC, date, datetime
 from pathlib import Path
@@ -27,9 +24,9 @@ from memkiln.pipeline.run import run_job
 from memkiln.settings import Settings
 from memkiln.transforms.tokens import count_tokens
 from tests.builders import codex_lines, make_archive, uid, write_rollout
+from tests.commands import memkiln
 from tests.fake_openai import FakeOpenAI
 
-MEMKILN = str(Path(sys.executable).with_name("memkiln"))
 PRICES = {"fake-model": (1.0, 4.0)}  # USD per million tokens, in and out
 
 
@@ -340,19 +337,6 @@ def test_a_model_without_a_price_is_an_error_with_a_budget_and_price_unknown_wit
     assert costs == [(None,)]
     (run_cost,) = rows(s.db, f"select cost_usd from runs where run_id = '{summary.run_id}'")[0]
     assert run_cost is None
-
-
-def memkiln(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    clean = {k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_")}
-    clean["MEMKILN_HOME"] = os.environ.get("MEMKILN_HOME", "")
-    return subprocess.run(
-        [MEMKILN, *args],
-        env=clean | (env or {}),
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
 
 
 def test_the_backfill_command_dry_runs_as_json_then_backfills(

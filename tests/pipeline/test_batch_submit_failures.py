@@ -11,7 +11,7 @@ import duckdb
 from memkiln.pipeline.extract import extract_store
 from memkiln.pipeline.ingest import ingest_archive
 from tests.fake_openai import FakeOpenAI, Reply
-from tests.flows.test_backfill_batch import batch_settings
+from tests.pipeline.test_backfill_batch import batch_settings
 
 
 def test_chunked_sessions_refused_during_submission_count_as_failed_sessions(

@@ -1,4 +1,4 @@
-"""Memory usage from citations, pinned where mutation testing found it loose: only
+"""Memory usage from citations, pinned at the edges where a changed line must fail a test (``bench/mutation.py``): only
 assistant messages count, every block and every listed id counts, at the latest time."""
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
-from tests.flows.test_no_secret_survives import store_texts
+from tests.pipeline.test_no_secret_survives import store_texts
 from tests.transforms.test_redact import FIXTURE_SECRETS, _tool_call_arguments, _tool_output
 
 AT = "2026-01-02T03:04:05.000Z"

@@ -15,9 +15,8 @@ import pytest
 from memkiln import connect as memkiln_connect
 from memkiln.transforms.guidance import MEMORY_GUIDANCE
 from tests.builders import codex_lines, uid, write_rollout
+from tests.commands import memkiln
 from tests.imports import LIST_IMPORTS, imported, orchestration_imported
-
-MEMKILN = str(Path(sys.executable).with_name("memkiln"))
 
 #: (remote, cwd) of the projects of the archive below.
 PROJECTS = [
@@ -26,13 +25,6 @@ PROJECTS = [
     ("https://github.com/acme/shopfront.git", "/home/dev/front"),
     (None, "/home/dev/bigbox"),
 ]
-
-
-def memkiln(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    base = {k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_")}
-    return subprocess.run(
-        [MEMKILN, *args], capture_output=True, text=True, timeout=300, env={**base, **(env or {})}
-    )
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Token counts and the middle cut, pinned where mutation testing found them loose: where
+"""Token counts and the middle cut, pinned at the edges where a changed line must fail a test (``bench/mutation.py``): where
 long texts are cut into pieces, the exact marker, the counts a Truncation reports, and the
 near-budget path that cuts a short text's token ids."""
 

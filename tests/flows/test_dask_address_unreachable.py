@@ -14,8 +14,7 @@ import pytest
 
 from memkiln.errors import ConfigError
 from memkiln.flows.task_runners import with_task_runner
-from tests.flows.test_cli import MEMKILN
-from tests.flows.test_operations import clean_env
+from tests.commands import MEMKILN, clean_env
 
 
 def closed_port() -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
-from tests.flows.test_cli import memkiln
+from tests.commands import memkiln
 from tests.prefect_server import flow_run_state
 
 SAMPLE = Path(__file__).resolve().parents[2] / "data" / "sample-archive"

@@ -14,7 +14,7 @@ from memkiln.pipeline import extract as plain_extract
 from memkiln.pipeline.backfill import backfill_job
 from memkiln.settings import Settings
 from tests.builders import make_archive
-from tests.flows.test_cli import memkiln, one_line_error
+from tests.commands import memkiln, one_line_error
 
 
 def settings_for(tmp_path: Path, **kw: object) -> Settings:

@@ -14,7 +14,7 @@ from memkiln.pipeline.backfill import backfill_job
 from memkiln.settings import Settings
 from tests.builders import make_archive, uid
 from tests.fake_openai import FakeOpenAI, Reply, last_user_text
-from tests.flows.test_backfill import memkiln
+from tests.pipeline.test_backfill import memkiln
 
 
 def rows(db: Path, query: str) -> list[tuple[object, ...]]:

@@ -1,4 +1,4 @@
-"""Candidate selection, pinned where mutation testing found it loose: where a session comes
+"""Candidate selection, pinned at the edges where a changed line must fail a test (``bench/mutation.py``): where a session comes
 from, attempts on a new version, outputs of unknown origin, and the limits' exact edges."""
 
 from __future__ import annotations

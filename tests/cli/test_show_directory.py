@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from memkiln.transforms.lookup import match_directory, names_a_directory
-from tests.flows.test_status_lookup import CWDS, PROJECTS, RULES
+from tests.cli.test_status_lookup import CWDS, PROJECTS, RULES
 from tests.sample_db import SampleDb, shared_sample_db
 
 
