@@ -143,10 +143,12 @@ def backfill_job(settings: Settings, runner: Runner | None = None) -> BackfillSu
         phase = Phases(runner, settings, parent_run_id=summary.run_id, reporter=reporter)
         # 2. ingest
         summary.ingest = phase(ingest)
+        runner.log_phase(ingest_section(summary.ingest))
         # 3. extract in rounds
         spent = 0.0
         while True:
             extracted = phase(extract, spent_before=spent)
+            runner.log_phase(extract_section(extracted))
             summary.rounds.append(extracted)
             spent += extracted.cost_usd
             if not more_to_do(extracted) and not wait_then_again(settings, extracted):
@@ -156,6 +158,7 @@ def backfill_job(settings: Settings, runner: Runner | None = None) -> BackfillSu
             summary.estimate = dry_run_estimate(settings, extracted, run_id=summary.run_id)
         else:
             summary.consolidate = phase(consolidate, spent_before=spent)
+            runner.log_phase(consolidate_section(summary.consolidate))
     # 5. report the summary
     runner.report("memkiln backfill", *backfill_report(summary))
     return summary

@@ -80,3 +80,32 @@ def test_every_phase_and_step_of_the_recipes_has_its_prefect_task() -> None:
         "prepare-batch",
         "render-project",
     }
+
+
+class LoggingRunner(LocalRunner):
+    """The local runner, keeping the title of each phase's counts it is asked to log."""
+
+    def __init__(self) -> None:
+        self.logged: list[str] = []
+
+    def log_phase(self, section: Any) -> None:
+        self.logged.append(section[0])
+
+
+@pytest.mark.parametrize("command", ["run", "backfill"])
+def test_run_and_backfill_log_each_phases_counts_as_it_ends(
+    command: str, sample_archive: Path, tmp_path: Path
+) -> None:
+    from memkiln.pipeline.backfill import backfill_job
+    from memkiln.pipeline.run import run_job
+
+    settings = Settings(
+        archive=sample_archive,
+        db=tmp_path / "m.duckdb",
+        out=tmp_path / "memories",
+        backfill=True,
+        progress=False,
+    )
+    runner = LoggingRunner()
+    (run_job if command == "run" else backfill_job)(settings, runner)
+    assert runner.logged == ["memkiln ingest", "memkiln extract", "memkiln consolidate"]
