@@ -23,6 +23,7 @@ from memkiln.transforms.redact import (
     rewrite_rows,
     unescape_expr,
 )
+from memkiln.transforms.states import QuarantineReason
 
 #: A JSON string that is only a (possibly data-URL prefixed) base64 blob.
 BLOB_PATTERN = (
@@ -229,14 +230,14 @@ def classify_lines(lf: pl.LazyFrame) -> pl.LazyFrame:
     opens_object = pl.col("line").str.contains(r"^\s*\{")
     return lf.filter(pl.col("line").is_null() | ~blank).with_columns(
         reason=pl.when(pl.col("line").is_null())
-        .then(pl.lit("invalid_utf8"))
+        .then(pl.lit(QuarantineReason.INVALID_UTF8.value))
         .when(pl.col("valid") & opens_object)
         .then(pl.lit(None, dtype=pl.String))
         .when(pl.col("valid"))
-        .then(pl.lit("not_an_object"))
+        .then(pl.lit(QuarantineReason.NOT_AN_OBJECT.value))
         .when(pl.col("unterminated"))
-        .then(pl.lit("truncated_line"))
-        .otherwise(pl.lit("invalid_json"))
+        .then(pl.lit(QuarantineReason.TRUNCATED_LINE.value))
+        .otherwise(pl.lit(QuarantineReason.INVALID_JSON.value))
     )
 
 

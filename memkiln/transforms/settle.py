@@ -11,6 +11,8 @@ from datetime import UTC, datetime, timedelta
 
 import polars as pl
 
+from memkiln.transforms.states import QuarantineReason
+
 #: File statuses that count as failed files in a run's summary.
 FAILED_STATUSES = ("unreadable", "corrupt", "binary", "unrecognized", "no_session", "bad_timestamp")
 
@@ -61,7 +63,7 @@ def settle_times(
     rows = bad.select(
         file_id="fid",
         line_no=pl.lit(None, dtype=pl.Int32),
-        reason=pl.lit("bad_timestamp"),
+        reason=pl.lit(QuarantineReason.BAD_TIMESTAMP.value),
         detail=shown,
         excerpt=pl.lit(None, dtype=pl.String),
         bytes=pl.lit(0, dtype=pl.Int64),
@@ -94,7 +96,7 @@ def settle_duplicates(
                 dup.select(
                     file_id="fid",
                     line_no=pl.lit(None, dtype=pl.Int32),
-                    reason=pl.lit("duplicate_rollout"),
+                    reason=pl.lit(QuarantineReason.DUPLICATE_ROLLOUT.value),
                     detail=pl.concat_str(
                         [
                             pl.lit("session "),
@@ -186,8 +188,8 @@ def with_unrecognized(quarantine: pl.DataFrame, files: pl.DataFrame) -> pl.DataF
                     file_id="file_id",
                     line_no=pl.lit(None, dtype=pl.Int32),
                     reason=pl.when(no_session)
-                    .then(pl.lit("no_session"))
-                    .otherwise(pl.lit("unrecognized_format")),
+                    .then(pl.lit(QuarantineReason.NO_SESSION.value))
+                    .otherwise(pl.lit(QuarantineReason.UNRECOGNIZED_FORMAT.value)),
                     detail=pl.when(no_session)
                     .then(
                         pl.concat_str(

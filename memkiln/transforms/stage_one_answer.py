@@ -52,14 +52,7 @@ NOOP = StageOneOutput(raw_memory="", rollout_summary="", rollout_slug=None)
 @cache
 def stage_one_json_schema() -> dict[str, Any]:
     """The strict JSON schema of :class:`StageOneOutput` (every key required, no others)."""
-    schema = StageOneOutput.model_json_schema()
-    schema["additionalProperties"] = False
-    schema["required"] = list(schema["properties"])
-    for prop in schema["properties"].values():
-        prop.pop("title", None)
-        prop.pop("default", None)
-    schema.pop("title", None)
-    return schema
+    return strict_schema(StageOneOutput)
 
 
 #: An answer longer than this many characters per output token allowed did not come from a
