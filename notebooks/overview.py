@@ -70,12 +70,16 @@ def _(answers, db, newest, part):
 @app.cell
 def _(answers, charts, part):
     last = answers.last_run
-    verdict = (
-        "no run recorded yet"
-        if last.is_empty()
-        else f"the last run ({last['command'][0]}, {last['started_at'][0]:%Y-%m-%d %H:%M} UTC, "
-        f"{last['seconds'][0] or 0:,.1f} s) ended **{last['status'][0]}**"
-    )
+    if last.is_empty():
+        verdict = "no run recorded yet"
+    else:
+        dry = bool(last["dry_run"][0])
+        verdict = (
+            f"the last {'dry run' if dry else 'run'} ({last['command'][0]}"
+            f"{' --dry-run' if dry else ''}, {last['started_at'][0]:%Y-%m-%d %H:%M} UTC, "
+            f"{last['seconds'][0] or 0:,.1f} s) ended **{last['status'][0]}**"
+            + (": it only estimated; nothing was extracted or written" if dry else "")
+        )
     page_last_run = part(
         f"## What happened last night\n\n{verdict}",
         last,

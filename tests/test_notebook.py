@@ -7,6 +7,7 @@ import hashlib
 import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from types import ModuleType
 
 import pytest
 
+from memkiln.cli import run_cli
 from tests.chromium import ARTIFACTS, layout, open_in_chromium, screenshot, with_layout_probe
 from tests.sample_db import REPO, SampleDb, shared_sample_db
 
@@ -151,3 +153,19 @@ def test_the_notebook_says_what_html_takes_when_it_is_given_no_file_name(
         env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert done.returncode != 0 and "--html takes one file name" in done.stderr
+
+
+def test_the_notebook_says_when_the_last_run_was_a_dry_run(
+    sample: SampleDb, tmp_path: Path
+) -> None:
+    db = tmp_path / "copy.duckdb"
+    shutil.copy(sample.db, db)
+    args = ["run", "--archive", str(sample.archive), "--db", str(db), "--out", str(tmp_path)]
+    assert run_cli([*args, "--backfill", "--dry-run", "--no-prefect", "--no-progress"]) == 0
+    env = {**os.environ, "MEMKILN_DB": str(db)}
+    done = subprocess.run(
+        [sys.executable, str(NOTEBOOK)], env=env, capture_output=True, text=True, timeout=300
+    )
+    assert done.returncode == 0, done.stderr
+    assert "the last dry run (run --dry-run," in done.stdout
+    assert "it only estimated; nothing was extracted or written" in done.stdout

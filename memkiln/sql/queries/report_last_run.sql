@@ -1,5 +1,5 @@
 -- What happened last night: the latest run (a `memkiln run` with its phases, or a standalone
--- command), one row per run record, the run itself first.
+-- command), one row per run record, the run itself first; dry_run: it only estimated.
 with latest as (
     select group_id
     from v_runs
@@ -9,6 +9,7 @@ with latest as (
 select
     command,
     status,
+    group_id in (select run_id from run_estimates) as dry_run,
     started_at,
     seconds,
     rollouts as sessions_stored,
