@@ -8,6 +8,8 @@ store of fifty projects does not draw a fifty-colour legend.
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta
+
 import altair as alt
 import polars as pl
 
@@ -114,6 +116,16 @@ def sessions_per_day(sessions_daily: pl.DataFrame) -> alt.Chart:
     )
 
 
+def time_format(span: timedelta) -> str:
+    """The time axis's label format for points ``span`` apart at most: fine enough that two
+    ticks never read the same (seconds within an hour, minutes within two days, else days)."""
+    if span < timedelta(hours=1):
+        return "%H:%M:%S"
+    if span < timedelta(days=2):
+        return "%m-%d %H:%M"
+    return "%Y-%m-%d"
+
+
 def runs_over_time(run_history: pl.DataFrame) -> alt.Chart:
     """Each run (a ``memkiln run`` with its phases, or a standalone command) as a point: when
     it started, how long it took, how it ended."""
@@ -125,11 +137,16 @@ def runs_over_time(run_history: pl.DataFrame) -> alt.Chart:
         seconds=pl.col("seconds").fill_null(0.0),
     )
     statuses = [s for s in STATUS_COLOURS if s in set(data["status"].to_list())]
+    starts = data["started_at"].drop_nulls()
+    first, last = starts.min(), starts.max()
+    span = (
+        last - first if isinstance(first, datetime) and isinstance(last, datetime) else timedelta()
+    )
     return (
         alt.Chart(data, title=title)
         .mark_point(filled=True, size=90)
         .encode(
-            x=alt.X("started_at:T", title="started (UTC)", axis=alt.Axis(format="%m-%d %H:%M")),
+            x=alt.X("started_at:T", title="started (UTC)", axis=alt.Axis(format=time_format(span))),
             y=alt.Y("seconds:Q", title="seconds"),
             color=alt.Color(
                 "status:N",

@@ -55,3 +55,36 @@ def test_forty_kinds_of_tool_draw_at_most_the_top_rows_and_one_other() -> None:
 def test_a_chart_with_nothing_to_draw_says_so() -> None:
     empty = pl.DataFrame(schema={"tool_kind": pl.String, "calls": pl.Int64, "failed": pl.Int64})
     assert tool_calls_by_kind(empty).to_dict()["description"] == EMPTY
+
+
+def test_the_run_history_axis_reads_each_tick_apart_whatever_the_span() -> None:
+    from datetime import timedelta
+
+    from memkiln.transforms.charts import time_format
+
+    assert time_format(timedelta(seconds=40)) == "%H:%M:%S"  # runs within one minute
+    assert time_format(timedelta(hours=5)) == "%m-%d %H:%M"
+    assert time_format(timedelta(days=30)) == "%Y-%m-%d"
+
+
+def test_runs_within_a_minute_get_seconds_on_the_axis() -> None:
+    from datetime import UTC, datetime, timedelta
+
+    from memkiln.transforms.charts import runs_over_time
+
+    at = datetime(2026, 12, 1, 3, 0, tzinfo=UTC)
+    history = pl.DataFrame(
+        {
+            "started_at": [at, at + timedelta(seconds=20)],
+            "status": ["succeeded", "failed"],
+            "dry_run": [False, True],
+            "seconds": [1.0, 2.0],
+            "command": ["run", "run"],
+            "sessions_done": [1, 0],
+            "projects_written": [1, 0],
+            "model_requests": [0, 0],
+            "cost_usd": [0.0, 0.0],
+        }
+    )
+    spec = runs_over_time(history).to_dict()
+    assert spec["encoding"]["x"]["axis"]["format"] == "%H:%M:%S"
