@@ -56,7 +56,6 @@ CLAUDE_LINE_TYPES = (
     "last-prompt",
     "ai-title",
 )
-FORMATS = ("codex", "claude", "pi")
 
 #: Claude Code / Pi content block type -> item type.
 BLOCK_ITEM_TYPES = {

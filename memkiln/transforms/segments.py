@@ -20,7 +20,6 @@ from memkiln.transforms.provenance import is_user_words
 #: Defaults: a long session is cut every ``MAX_TURNS`` turns; a pause this long is a new task.
 MAX_TURNS = 10
 GAP_MINUTES = 30.0
-BOUNDARIES = ("start", "topic_switch", "time_gap", "turn_limit")
 
 #: Context blocks inside a user message that are not the user's words (Codex keeps them in
 #: the model's input, so the filter does too).
