@@ -22,10 +22,11 @@ projects and session summaries written, and the peak RSS. Run from the repositor
     python bench/hostile.py --each              # each input alone (and 100 MiB sessions)
 
 ``--each`` runs every input alone in an archive beside one good session, Prefect off and on:
-the bombs and the long line above, and a 100 MiB session of real shape (``bench/synth.py``:
-reasoning blobs, long tool outputs, secrets), plain and ``.zst``. It checks that the good
-session, and a 100 MiB session, have their memory written and that every line of the large
-session is stored (its last item too).
+the bombs and the long line above, and sessions of real shape (``bench/synth.py``: reasoning
+blobs, long tool outputs, secrets) of 100 MiB, plain and ``.zst``, and of 500 MiB (extraction
+reads such a session in pieces and holds its ends: ``memkiln.io.session_items``). It checks
+that the good session, and a large session, have their memory written and that every line of
+the large session is stored (its last item too).
 """
 
 from __future__ import annotations
@@ -187,7 +188,14 @@ def run_memkiln(archive: Path, work: Path, *, prefect: bool) -> dict[str, object
 
 
 #: Inputs ``--each`` runs alone, by name.
-EACH = ("session-100MiB", "session-100MiB.zst", "zeros-2GiB.zst", "repeated-1GiB.gz", "line-300MB")
+EACH = (
+    "session-100MiB",
+    "session-100MiB.zst",
+    "session-500MiB",
+    "zeros-2GiB.zst",
+    "repeated-1GiB.gz",
+    "line-300MB",
+)
 
 
 def large_session(archive: Path, *, mib: int, zst: bool) -> tuple[str, int]:
@@ -216,8 +224,9 @@ def write_one(archive: Path, name: str) -> dict[str, object]:
     bombs = archive / "bombs"
     bombs.mkdir(parents=True, exist_ok=True)
     out: dict[str, object] = {"good": uid(0)}
-    if name.startswith("session-100MiB"):
-        sid, n = large_session(archive, mib=100, zst=name.endswith(".zst"))
+    if name.startswith("session-"):
+        mib = int(name.removeprefix("session-").split("MiB")[0])
+        sid, n = large_session(archive, mib=mib, zst=name.endswith(".zst"))
         out.update(large=sid, lines=n)
     elif name == "zeros-2GiB.zst":
         zst = zstandard.ZstdCompressor(level=19).compressobj()

@@ -504,7 +504,7 @@ class Extraction:
         with self.claiming, publisher.using(), store_cursor(self.con) as cur:
             if self.fenced:
                 raise RunStopped("the run stopped before this chunk was claimed")
-            meta, kept = read_sessions(cur, chunk)
+            meta, kept = read_sessions(cur, chunk, context_window=settings.context_window)
             attempts = claim_many(
                 cur, chunk, run_id=self.summary.run_id, lease_seconds=settings.lease_seconds
             )

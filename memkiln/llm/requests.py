@@ -17,6 +17,7 @@ from memkiln.errors import InputError
 from memkiln.io.archive import FileStat, read_file, shown_path
 from memkiln.io.loader import looks_binary, normalize_lines
 from memkiln.io.segments import store_segments
+from memkiln.io.session_items import read_kept_items, window_chars
 from memkiln.io.store import fetch_pl, sql
 from memkiln.llm.backends import Request
 from memkiln.settings import Settings
@@ -137,21 +138,24 @@ def build_requests(
 
     With ``chunked`` (a model backend), a session over the budget gets one message per
     chunk of whole turns (``stage_one_chunks``), its input hash made of them all."""
-    meta, kept = read_sessions(con, todo)
+    meta, kept = read_sessions(con, todo, context_window=settings.context_window)
     return render_requests(meta, kept, settings=settings, rules=rules, chunked=chunked)
 
 
 def read_sessions(
-    con: duckdb.DuckDBPyConnection, todo: pl.DataFrame
+    con: duckdb.DuckDBPyConnection, todo: pl.DataFrame, *, context_window: int | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The sessions of ``todo`` (``request_sessions``) and their kept items, sorted by
-    session; their segments are stored on the way (every backend)."""
+    session; their segments are stored on the way (every backend). A very large session's
+    items are read in pieces and held near its ends (``io.session_items``): ``meta`` says
+    what was left out (``gap_seq``, ``gap_chars``), counted by the request's builder."""
     ids = todo["rollout_id"].to_list()
     meta = fetch_pl(con, sql("request_sessions"), {"ids": ids})
-    items = fetch_pl(con, sql("request_items"), {"ids": ids})
-    kept = filter_memory_items(items.lazy()).sort("rollout_id", "seq").collect()
-    store_segments(con, kept)  # every backend: the sessions' segments, in the store
-    return meta, kept
+    read = read_kept_items(con, ids, window=window_chars(context_window))
+    store_segments(con, read.items)  # every backend: the sessions' segments, in the store
+    if read.gaps.height:
+        meta = meta.join(read.gaps, on="rollout_id", how="left")
+    return meta, read.items
 
 
 def render_requests(
