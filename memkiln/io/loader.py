@@ -61,7 +61,7 @@ from memkiln.transforms.redact import (
     redact_expr,
     redact_text,
 )
-from memkiln.transforms.redact_across import redact_across_frame
+from memkiln.transforms.redact_across import concat_across_parts, redact_across_frame
 from memkiln.transforms.settle import (
     FAILED_STATUSES,
     file_statuses,
@@ -605,12 +605,16 @@ def normalize_lines(
         if len(parts) == 1:
             narrow.append(rollout_fields(fields.lazy()).collect(engine=POLARS_ENGINE))
         del fields, part
+    # a token cut by two tool outputs of a file that fell in two parts: neither half is kept
+    joined, across = concat_across_parts(pieces, rules=rules) if pieces else (None, {})
+    hits.update(across)
+    del pieces
     items = (
-        fill_timestamps(pl.concat(pieces).lazy()).collect(engine=POLARS_ENGINE)
-        if pieces
+        fill_timestamps(joined.lazy()).collect(engine=POLARS_ENGINE)
+        if joined is not None
         else _no_items()
     )
-    del pieces
+    del joined
     if context is not None and context.last_ts is not None:
         items = items.with_columns(pl.col("ts").fill_null(context.last_ts))
     if context is not None and context.narrow is not None:
