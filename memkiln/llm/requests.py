@@ -16,6 +16,7 @@ import polars as pl
 from memkiln.errors import InputError
 from memkiln.io.archive import FileStat, read_file, shown_path
 from memkiln.io.loader import looks_binary, normalize_lines
+from memkiln.io.render_large import large_file_input
 from memkiln.io.segments import store_segments
 from memkiln.io.session_items import read_kept_items, window_chars
 from memkiln.io.store import fetch_pl, sql
@@ -77,7 +78,17 @@ def stage_one_input_for_file(
     if not path.is_file():
         raise InputError(f"{shown_path(str(path))} is not a file")
     st = os.stat(path)
-    fb = read_file(FileStat(str(path.resolve()), st.st_size, st.st_mtime_ns))
+    stat = FileStat(str(path.resolve()), st.st_size, st.st_mtime_ns)
+    fb = read_file(stat)
+    if fb.error == "file_too_large":  # read in pieces, as ingest reads it (io.render_large)
+        del fb
+        return large_file_input(
+            path,
+            stat,
+            context_window=context_window,
+            max_output_tokens=max_output_tokens,
+            rules=rules,
+        )
     if not fb.data:
         raise InputError(f"{shown_path(str(path))}: {fb.detail or 'the file is empty'}")
     if looks_binary(fb.data):
