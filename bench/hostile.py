@@ -23,10 +23,10 @@ projects and session summaries written, and the peak RSS. Run from the repositor
 
 ``--each`` runs every input alone in an archive beside one good session, Prefect off and on:
 the bombs and the long line above, and sessions of real shape (``bench/synth.py``: reasoning
-blobs, long tool outputs, secrets) of 100 MiB, plain and ``.zst``, and of 500 MiB (extraction
-reads such a session in pieces and holds its ends: ``memkiln.io.session_items``). It checks
-that the good session, and a large session, have their memory written and that every line of
-the large session is stored (its last item too).
+blobs, long tool outputs, secrets) of 100 MiB, plain and ``.zst``, and of 500 and 1000 MiB
+(extraction reads such a session in pieces and holds its ends: ``memkiln.io.session_items``).
+It checks that the good session, and a large session, have their memory written and that
+every line of the large session is stored (its last item too).
 """
 
 from __future__ import annotations
@@ -192,6 +192,7 @@ EACH = (
     "session-100MiB",
     "session-100MiB.zst",
     "session-500MiB",
+    "session-1000MiB",
     "zeros-2GiB.zst",
     "repeated-1GiB.gz",
     "line-300MB",

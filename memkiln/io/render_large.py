@@ -19,7 +19,7 @@ from memkiln.io.archive import FileStat, shown_path
 from memkiln.io.large_file import LargeFile
 from memkiln.io.loader import json_parser
 from memkiln.io.session_items import read_kept_items, window_chars
-from memkiln.io.store import fetch_pl, open_store
+from memkiln.io.store import fetch_pl, open_store, sql
 from memkiln.transforms.prompts import StageOneInput
 from memkiln.transforms.redact import RuleSet
 from memkiln.transforms.render import stage_one_inputs
@@ -48,8 +48,8 @@ def large_file_input(
                 large.ingest()
             finally:
                 parser.close()
-            rollouts = fetch_pl(con, "select rollout_id, format, cwd from rollouts")
-            quarantine = fetch_pl(con, "select reason, detail from quarantine order by line_no")
+            rollouts = fetch_pl(con, sql("scratch_rollouts"))
+            quarantine = fetch_pl(con, sql("scratch_quarantine"))
             if rollouts.is_empty():
                 timeless = quarantine.filter(pl.col("reason") == "bad_timestamp")
                 if timeless.height:  # what ingest quarantines is never extracted

@@ -70,7 +70,8 @@ def read_kept_items(
     params = _filter_params()
     sizes = fetch_pl(con, sql("request_item_sizes"), {"ids": ids, **params})
     large = sizes.filter(pl.col("chars") > 4 * window)["rollout_id"].to_list()
-    whole_ids = [rid for rid in ids if rid not in set(large)]
+    in_pieces = set(large)
+    whole_ids = [rid for rid in ids if rid not in in_pieces]
     frames: list[pl.DataFrame] = []
     gaps: list[dict[str, object]] = []
     items = fetch_pl(con, sql("request_items"), {"ids": whole_ids})

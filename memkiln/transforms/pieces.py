@@ -121,4 +121,4 @@ def capped_quarantine(quarantine: pl.DataFrame, *, limit: int, rest: str) -> pl.
         bytes="bytes",
     )
     listed = listed.drop("__at")
-    return pl.concat([listed, stops.select(listed.columns).cast(listed.schema)])
+    return pl.concat([listed, stops], how="diagonal_relaxed").cast(listed.schema)
