@@ -205,17 +205,25 @@ def large_session(archive: Path, *, mib: int, zst: bool) -> tuple[str, int]:
     sys.path.insert(0, str(REPO / "bench"))
     import synth
 
-    synth.MIN_FILE = synth.MAX_FILE = mib * 1024 * 1024
+    # past 200 MiB, the turns of a 100 MiB session repeated after its header: rendering a
+    # 1000 MiB session at once took this process to 10 GB (and the machine's memory killer)
+    copies = mib // 100 if mib > 200 else 1
+    synth.MIN_FILE = synth.MAX_FILE = (mib // copies) * 1024 * 1024
     rel, body = synth.render_rollout(7, 0)
     path = archive / rel
     path.parent.mkdir(parents=True, exist_ok=True)
+    header = body.index(b"\n") + 1
     if zst:
         path = path.with_name(path.name + ".zst")
         path.write_bytes(zstandard.ZstdCompressor(level=3).compress(body))
+        copies = 1
     else:
-        path.write_bytes(body)
-    first = json.loads(body[: body.index(b"\n")])
-    return first["payload"]["id"], body.count(b"\n")
+        with path.open("wb") as fh:
+            fh.write(body)
+            for _ in range(copies - 1):
+                fh.write(memoryview(body)[header:])
+    first = json.loads(body[:header])
+    return first["payload"]["id"], 1 + (body.count(b"\n") - 1) * copies
 
 
 def write_one(archive: Path, name: str) -> dict[str, object]:
