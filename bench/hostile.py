@@ -22,10 +22,11 @@ projects and session summaries written, and the peak RSS. Run from the repositor
     python bench/hostile.py --each              # each input alone (and 100 MiB sessions)
 
 ``--each`` runs every input alone in an archive beside one good session, Prefect off and on:
-the bombs and the long line above, and a 100 MiB session of real shape (``bench/synth.py``:
-reasoning blobs, long tool outputs, secrets), plain and ``.zst``. It checks that the good
-session, and a 100 MiB session, have their memory written and that every line of the large
-session is stored (its last item too).
+the bombs and the long line above, and sessions of real shape (``bench/synth.py``: reasoning
+blobs, long tool outputs, secrets) of 100 MiB, plain and ``.zst``, and of 500 and 1000 MiB
+(extraction reads such a session in pieces and holds its ends: ``memkiln.io.session_items``).
+It checks that the good session, and a large session, have their memory written and that
+every line of the large session is stored (its last item too).
 """
 
 from __future__ import annotations
@@ -187,7 +188,15 @@ def run_memkiln(archive: Path, work: Path, *, prefect: bool) -> dict[str, object
 
 
 #: Inputs ``--each`` runs alone, by name.
-EACH = ("session-100MiB", "session-100MiB.zst", "zeros-2GiB.zst", "repeated-1GiB.gz", "line-300MB")
+EACH = (
+    "session-100MiB",
+    "session-100MiB.zst",
+    "session-500MiB",
+    "session-1000MiB",
+    "zeros-2GiB.zst",
+    "repeated-1GiB.gz",
+    "line-300MB",
+)
 
 
 def large_session(archive: Path, *, mib: int, zst: bool) -> tuple[str, int]:
@@ -196,17 +205,25 @@ def large_session(archive: Path, *, mib: int, zst: bool) -> tuple[str, int]:
     sys.path.insert(0, str(REPO / "bench"))
     import synth
 
-    synth.MIN_FILE = synth.MAX_FILE = mib * 1024 * 1024
+    # past 200 MiB, the turns of a 100 MiB session repeated after its header: rendering a
+    # 1000 MiB session at once took this process to 10 GB (and the machine's memory killer)
+    copies = mib // 100 if mib > 200 else 1
+    synth.MIN_FILE = synth.MAX_FILE = (mib // copies) * 1024 * 1024
     rel, body = synth.render_rollout(7, 0)
     path = archive / rel
     path.parent.mkdir(parents=True, exist_ok=True)
+    header = body.index(b"\n") + 1
     if zst:
         path = path.with_name(path.name + ".zst")
         path.write_bytes(zstandard.ZstdCompressor(level=3).compress(body))
+        copies = 1
     else:
-        path.write_bytes(body)
-    first = json.loads(body[: body.index(b"\n")])
-    return first["payload"]["id"], body.count(b"\n")
+        with path.open("wb") as fh:
+            fh.write(body)
+            for _ in range(copies - 1):
+                fh.write(memoryview(body)[header:])
+    first = json.loads(body[:header])
+    return first["payload"]["id"], 1 + (body.count(b"\n") - 1) * copies
 
 
 def write_one(archive: Path, name: str) -> dict[str, object]:
@@ -216,8 +233,9 @@ def write_one(archive: Path, name: str) -> dict[str, object]:
     bombs = archive / "bombs"
     bombs.mkdir(parents=True, exist_ok=True)
     out: dict[str, object] = {"good": uid(0)}
-    if name.startswith("session-100MiB"):
-        sid, n = large_session(archive, mib=100, zst=name.endswith(".zst"))
+    if name.startswith("session-"):
+        mib = int(name.removeprefix("session-").split("MiB")[0])
+        sid, n = large_session(archive, mib=mib, zst=name.endswith(".zst"))
         out.update(large=sid, lines=n)
     elif name == "zeros-2GiB.zst":
         zst = zstandard.ZstdCompressor(level=19).compressobj()

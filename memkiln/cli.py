@@ -10,7 +10,6 @@ Prefect is only started by the commands that run a flow, after the store is held
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Sequence
 from importlib.metadata import version as package_version
@@ -550,15 +549,12 @@ def run_cli(args: Sequence[str] | None = None) -> int:
         sys.stderr.write(stopped_line(exc) + "\n")
         return 128 + exc.signum
     except RuntimeError as exc:
-        if "ephemeral Prefect API server" not in str(exc):
+        from memkiln.flows.api_errors import prefect_api_line
+
+        line = prefect_api_line(exc)  # Prefect's API out of reach: one line, exit 2
+        if line is None:
             raise
-        limit = os.environ.get("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "?")
-        return cout.fail(
-            f"Prefect's temporary API server did not start within {limit} s (a busy machine?); "
-            "nothing was done: run again, raise PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS, "
-            "point PREFECT_API_URL at a running server, or use --no-prefect",
-            EXIT_USAGE,
-        )
+        return cout.fail(line, EXIT_USAGE)
     return code if isinstance(code, int) else EXIT_OK
 
 

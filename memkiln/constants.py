@@ -111,3 +111,9 @@ MAX_BAD_LINES = 10_000
 #: Decompressed bytes of a batch split, parsed and normalized together: a batch of small
 #: compressed files that hold far more is normalized in parts of about this size.
 BATCH_DECOMPRESSED_BYTES = 32 * 1024 * 1024
+#: Characters of kept items held from each end of a session read for its stage-one request
+#: once it passes four times this (``memkiln.io.session_items``; at least what the budget
+#: keeps from each end): a session of up to ``MAX_FILE_BYTES`` is never held whole.
+LARGE_SESSION_WINDOW_CHARS = 16 * 1024 * 1024
+#: Characters of items in one piece of such a session read from the store.
+SESSION_PIECE_CHARS = 16 * 1024 * 1024

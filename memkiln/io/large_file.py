@@ -59,6 +59,7 @@ from memkiln.transforms.lines import split_lines
 from memkiln.transforms.normalize import ITEM_COLUMNS
 from memkiln.transforms.pieces import fields_that_matter, merged_rollout, unanswered_calls
 from memkiln.transforms.redact import RuleSet, redact_text
+from memkiln.transforms.redact_across import TOOL_OUTPUT_TYPES, redact_across_parts
 from memkiln.transforms.settle import (
     FAILED_STATUSES,
     file_statuses,
@@ -139,6 +140,7 @@ class LargeFile:
         self.binary = False
         self.stopped_unknown = False  # of no known format, read no further than its first piece
         self.begun = False  # a piece is written: the file's earlier rows are gone
+        self.last_output: pl.DataFrame | None = None  # the last tool output written
 
     def ingest(self) -> BatchResult:
         pieces = read_pieces(self.stat, piece_bytes=FILE_PIECE_BYTES, max_bytes=MAX_FILE_BYTES)
@@ -247,6 +249,10 @@ class LargeFile:
             )
         self.next_seq += items.height
         self.n_items += items.height
+        # a token cut by the last tool output of the pieces before and the first of this one
+        items, before, across = self._join_last_output(items)
+        self.hits.update(across)
+        hits = dict(Counter(norm.hits) + Counter(across))
         with_waiting = (
             pl.concat([self.waiting, items], how="vertical_relaxed")
             if self.waiting.height
@@ -261,7 +267,7 @@ class LargeFile:
             if self.kept and self.session is not None
             else None
         )
-        self._write_piece(items, tool_calls, quarantine, replaced, norm.hits, session)
+        self._write_piece(items, tool_calls, quarantine, replaced, hits, session, before)
         self.waiting = unanswered_calls(with_waiting, tool_calls).tail(MAX_WAITING_CALLS)
         self.quarantined.append(quarantine.select("line_no", "reason", "detail"))
         last_ts = norm.items["ts"].drop_nulls()
@@ -273,6 +279,41 @@ class LargeFile:
         )
         return more
 
+    def _join_last_output(
+        self, items: pl.DataFrame
+    ) -> tuple[pl.DataFrame, tuple[int, str] | None, dict[str, int]]:
+        """``items`` with a token cut by the last tool output of the pieces before (already
+        written) and the first of this piece redacted on both sides (``redact_across_parts``):
+        the items, the written output's new text if it changed (``(seq, text)``), the hits.
+        What this piece's last tool output is, is carried to the next."""
+        outputs = items.filter(
+            pl.col("item_type").is_in(list(TOOL_OUTPUT_TYPES)) & pl.col("text").is_not_null()
+        )
+        before: tuple[int, str] | None = None
+        hits: dict[str, int] = {}
+        if self.last_output is not None and outputs.height:
+            last = self.last_output
+            both = pl.concat(
+                [
+                    last.with_columns(__part=pl.lit(0, dtype=pl.Int32)),
+                    items.with_columns(__part=pl.lit(1, dtype=pl.Int32)),
+                ],
+                how="vertical_relaxed",
+            )
+            both, hits = redact_across_parts(both, rules=self.rules, part="__part", order=("seq",))
+            if hits:
+                text = both["text"][0]
+                if text != last["text"][0]:
+                    before = (int(last["seq"][0]), text)
+                items = both.slice(1).drop("__part")
+                outputs = items.filter(
+                    pl.col("item_type").is_in(list(TOOL_OUTPUT_TYPES))
+                    & pl.col("text").is_not_null()
+                )
+        if outputs.height:
+            self.last_output = outputs.tail(1)
+        return items, before, hits
+
     def _write_piece(
         self,
         items: pl.DataFrame,
@@ -281,6 +322,7 @@ class LargeFile:
         replaced: list[int],
         hits: dict[str, int],
         session: pl.DataFrame | None,
+        before: tuple[int, str] | None = None,
     ) -> None:
         at = now()
         con = self.con
@@ -311,6 +353,8 @@ class LargeFile:
                 execute(con, "delete_file_rollouts", fids=[self.fid])
                 con.execute(sql("insert_rollouts"), {"run_id": self.run_id, "at": at})
             insert_items(con, items)
+            if before is not None:  # the pieces' before last tool output, redacted further
+                execute(con, "update_item_text", fid=self.fid, seq=before[0], text=before[1])
             con.execute(sql("insert_tool_calls"))
             con.execute(sql("insert_quarantine"), {"run_id": self.run_id, "at": at})
             for rule_id, n in hits.items():

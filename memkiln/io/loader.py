@@ -22,6 +22,7 @@ import polars as pl
 
 from memkiln.constants import (
     BATCH_DECOMPRESSED_BYTES,
+    MAX_BAD_LINES,
     MAX_LINE_BYTES,
     PARSER_DUCKDB_THREADS,
     PART_BYTES,
@@ -55,13 +56,14 @@ from memkiln.transforms.normalize import (
     redact_rollouts,
     rollout_fields,
 )
+from memkiln.transforms.pieces import capped_quarantine
 from memkiln.transforms.redact import (
     REDACTED,
     RuleSet,
     redact_expr,
     redact_text,
 )
-from memkiln.transforms.redact_across import redact_across_frame
+from memkiln.transforms.redact_across import concat_across_parts, redact_across_frame
 from memkiln.transforms.settle import (
     FAILED_STATUSES,
     file_statuses,
@@ -94,6 +96,9 @@ QUARANTINE_SCHEMA = {
     "excerpt": pl.String,
     "bytes": pl.Int64,
 }
+
+#: What a whole file's ``too_many_bad_lines`` row says after the count: its lines were read.
+WHOLE_FILE_REST = "the file's other lines are stored"
 
 #: A file of a batch read in pieces by the writer (``memkiln.io.large_file``).
 LARGE_SCHEMA = {"file_id": pl.Int64, "raw_path": pl.Binary, "size": pl.Int64, "mtime_ns": pl.Int64}
@@ -344,6 +349,8 @@ def _merged(
     quarantine = pl.concat(
         [extra_quarantine, *(p.quarantine for p in parts)], how="vertical_relaxed"
     )
+    # at most MAX_BAD_LINES quarantined lines listed per file, as for a large file
+    quarantine = capped_quarantine(quarantine, limit=MAX_BAD_LINES, rest=WHOLE_FILE_REST)
     seen = pl.concat([p.per_file for p in parts], how="vertical_relaxed")
     counted = quarantine.group_by("file_id").agg(n=pl.len()).rename({"file_id": "fid"})
     per_file = (
@@ -605,12 +612,16 @@ def normalize_lines(
         if len(parts) == 1:
             narrow.append(rollout_fields(fields.lazy()).collect(engine=POLARS_ENGINE))
         del fields, part
+    # a token cut by two tool outputs of a file that fell in two parts: neither half is kept
+    joined, across = concat_across_parts(pieces, rules=rules) if pieces else (None, {})
+    hits.update(across)
+    del pieces
     items = (
-        fill_timestamps(pl.concat(pieces).lazy()).collect(engine=POLARS_ENGINE)
-        if pieces
+        fill_timestamps(joined.lazy()).collect(engine=POLARS_ENGINE)
+        if joined is not None
         else _no_items()
     )
-    del pieces
+    del joined
     if context is not None and context.last_ts is not None:
         items = items.with_columns(pl.col("ts").fill_null(context.last_ts))
     if context is not None and context.narrow is not None:

@@ -16,7 +16,9 @@ import polars as pl
 from memkiln.errors import InputError
 from memkiln.io.archive import FileStat, read_file, shown_path
 from memkiln.io.loader import looks_binary, normalize_lines
+from memkiln.io.render_large import large_file_input
 from memkiln.io.segments import store_segments
+from memkiln.io.session_items import read_kept_items, window_chars
 from memkiln.io.store import fetch_pl, sql
 from memkiln.llm.backends import Request
 from memkiln.settings import Settings
@@ -76,7 +78,17 @@ def stage_one_input_for_file(
     if not path.is_file():
         raise InputError(f"{shown_path(str(path))} is not a file")
     st = os.stat(path)
-    fb = read_file(FileStat(str(path.resolve()), st.st_size, st.st_mtime_ns))
+    stat = FileStat(str(path.resolve()), st.st_size, st.st_mtime_ns)
+    fb = read_file(stat)
+    if fb.error == "file_too_large":  # read in pieces, as ingest reads it (io.render_large)
+        del fb
+        return large_file_input(
+            path,
+            stat,
+            context_window=context_window,
+            max_output_tokens=max_output_tokens,
+            rules=rules,
+        )
     if not fb.data:
         raise InputError(f"{shown_path(str(path))}: {fb.detail or 'the file is empty'}")
     if looks_binary(fb.data):
@@ -137,21 +149,24 @@ def build_requests(
 
     With ``chunked`` (a model backend), a session over the budget gets one message per
     chunk of whole turns (``stage_one_chunks``), its input hash made of them all."""
-    meta, kept = read_sessions(con, todo)
+    meta, kept = read_sessions(con, todo, context_window=settings.context_window)
     return render_requests(meta, kept, settings=settings, rules=rules, chunked=chunked)
 
 
 def read_sessions(
-    con: duckdb.DuckDBPyConnection, todo: pl.DataFrame
+    con: duckdb.DuckDBPyConnection, todo: pl.DataFrame, *, context_window: int | None = None
 ) -> tuple[pl.DataFrame, pl.DataFrame]:
     """The sessions of ``todo`` (``request_sessions``) and their kept items, sorted by
-    session; their segments are stored on the way (every backend)."""
+    session; their segments are stored on the way (every backend). A very large session's
+    items are read in pieces and held near its ends (``io.session_items``): ``meta`` says
+    what was left out (``gap_seq``, ``gap_chars``), counted by the request's builder."""
     ids = todo["rollout_id"].to_list()
     meta = fetch_pl(con, sql("request_sessions"), {"ids": ids})
-    items = fetch_pl(con, sql("request_items"), {"ids": ids})
-    kept = filter_memory_items(items.lazy()).sort("rollout_id", "seq").collect()
-    store_segments(con, kept)  # every backend: the sessions' segments, in the store
-    return meta, kept
+    read = read_kept_items(con, ids, window=window_chars(context_window))
+    store_segments(con, read.items)  # every backend: the sessions' segments, in the store
+    if read.gaps.height:
+        meta = meta.join(read.gaps, on="rollout_id", how="left")
+    return meta, read.items
 
 
 def render_requests(

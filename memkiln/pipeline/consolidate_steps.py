@@ -20,6 +20,7 @@ from memkiln.io.memory_files import OutputRoot, UnsafePathError
 from memkiln.io.progress import Reporter
 from memkiln.io.snapshot import Publisher
 from memkiln.io.store import execute, fetch_pl, now, sql
+from memkiln.io.untrusted import untrusted_of
 from memkiln.io.usage import past_output_mean, record_usage
 from memkiln.llm.backends import OpenAIBackend
 from memkiln.settings import Settings
@@ -47,7 +48,7 @@ from memkiln.transforms.redact import RuleSet, redact_text
 from memkiln.transforms.states import FailureReason, ProjectStatus, WriteFailure
 from memkiln.transforms.summaries import ConsolidateSummary
 from memkiln.transforms.text import one_line
-from memkiln.transforms.trust import distrusted, filter_lines, untrusted_sentences
+from memkiln.transforms.trust import filter_lines
 
 #: Renders the heuristic files of the given projects, in order: ``(key, selected)`` pairs in,
 #: ``(key, {path: text})`` pairs out.
@@ -298,12 +299,7 @@ class Consolidation:
     def _untrusted(self, selected: pl.DataFrame) -> frozenset[str]:
         """The imperative sentences of the project's sessions that nobody typed (those the
         user typed too left out): lines holding one are dropped from its memory."""
-        texts = fetch_pl(
-            self.con, sql("untrusted_texts"), {"ids": selected["rollout_id"].to_list()}
-        )
-        typed = texts.filter(pl.col("typed"))["text"]
-        found = untrusted_sentences(texts.filter(~pl.col("typed"))["text"])
-        return frozenset(distrusted(found, typed.to_list()))
+        return untrusted_of(self.con, selected["rollout_id"].to_list())  # read in batches
 
     def _affordable(self) -> Callable[[int], bool] | None:
         """Whether a project's request, of so many input tokens, fits the budget with what

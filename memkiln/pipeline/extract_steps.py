@@ -368,7 +368,7 @@ class Extraction:
         with self.claiming, publisher.using(), store_cursor(self.con) as cur:
             if self.fenced:
                 raise RunStopped("the run stopped before this group was claimed")
-            meta, kept = read_sessions(cur, group)
+            meta, kept = read_sessions(cur, group, context_window=settings.context_window)
             attempts = claim_many(
                 cur, group, run_id=self.summary.run_id, lease_seconds=settings.lease_seconds
             )

@@ -80,3 +80,45 @@ def unanswered_calls(items: pl.DataFrame, tool_calls: pl.DataFrame) -> pl.DataFr
     call in one piece whose output is in a later one is paired there."""
     waiting = tool_calls.filter(~pl.col("has_output")).select("rollout_id", "seq")
     return items.join(waiting, on=["rollout_id", "seq"], how="semi")
+
+
+#: The reason a file's quarantined lines past the limit are counted under, not listed.
+TOO_MANY_BAD_LINES = "too_many_bad_lines"
+
+
+def capped_quarantine(quarantine: pl.DataFrame, *, limit: int, rest: str) -> pl.DataFrame:
+    """The quarantine rows of some files (``file_id, line_no, reason, detail, …``), at most
+    ``limit`` of them per file: its whole-file rows first, then its lines in order. A file
+    past the limit gets, in place of the others, one ``too_many_bad_lines`` row that says
+    how many were not listed (their bytes summed) and, after that, ``rest``. A file read
+    whole (in a batch) is held to the limit a large file read in pieces is held to
+    (``memkiln.io.large_file``, which also stops reading there)."""
+    if quarantine.is_empty():
+        return quarantine
+    ordered = quarantine.with_row_index("__at").sort(
+        "file_id", "line_no", "__at", nulls_last=False, maintain_order=True
+    )
+    rank = pl.int_range(pl.len()).over("file_id")
+    listed = ordered.filter(rank < limit)
+    over = ordered.filter(rank >= limit)
+    if over.is_empty():
+        return quarantine
+    counted = over.group_by("file_id", maintain_order=True).agg(
+        n=pl.len(), bytes=pl.col("bytes").sum()
+    )
+    stops = counted.select(
+        "file_id",
+        line_no=pl.lit(None, dtype=quarantine.schema["line_no"]),
+        reason=pl.lit(TOO_MANY_BAD_LINES),
+        detail=pl.format(
+            "more than {} lines quarantined (the first {} are listed, {} more are not): {}",
+            pl.lit(limit),
+            pl.lit(limit),
+            pl.col("n"),
+            pl.lit(rest),
+        ),
+        excerpt=pl.lit(None, dtype=pl.String),
+        bytes="bytes",
+    )
+    listed = listed.drop("__at")
+    return pl.concat([listed, stops], how="diagonal_relaxed").cast(listed.schema)

@@ -19,6 +19,7 @@ was that text's own redaction's to find. Pure: texts in, texts out.
 
     redact_across(texts, groups, rules) -> (texts, crossings)
     redact_across_frame(items, rules) -> (items, hits)   # consecutive tool outputs
+    redact_across_parts(items, rules, part) -> (items, hits)   # … of two parts only
 """
 
 from __future__ import annotations
@@ -35,8 +36,10 @@ __all__ = [
     "HIT_ID",
     "TOOL_OUTPUT_TYPES",
     "WINDOW",
+    "concat_across_parts",
     "redact_across",
     "redact_across_frame",
+    "redact_across_parts",
 ]
 
 #: Characters on each side of a join that are redacted together: longer than any token.
@@ -200,3 +203,62 @@ def redact_across_frame(
     rows = pl.Series([row for row, _ in changed], dtype=pl.UInt32)
     column = items["text"].scatter(rows, pl.Series([t for _, t in changed], dtype=pl.String))
     return items.with_columns(column), {HIT_ID: n}
+
+
+def redact_across_parts(
+    items: pl.DataFrame,
+    *,
+    rules: RuleSet,
+    part: str,
+    group: str = "fid",
+    order: Sequence[str] = ("fid", "line_no"),
+    kinds: Sequence[str] = TOOL_OUTPUT_TYPES,
+) -> tuple[pl.DataFrame, dict[str, int]]:
+    """:func:`redact_across_frame` for the joins its parts' own calls could not see: of two
+    consecutive tool outputs of a ``group`` (in ``order``), only those from two different
+    ``part`` values (parts of a batch parsed apart, pieces of a large file) are joined.
+
+    Each join is its own pair; an output between two such joins (alone in its part) is
+    redacted for both."""
+    needed = {group, part, "item_type", "text", *order}
+    if items.is_empty() or not needed <= set(items.columns):
+        return items, {}
+    chosen = (
+        items.with_row_index("__row")
+        .filter(pl.col("item_type").is_in(list(kinds)) & pl.col("text").is_not_null())
+        .sort([group, *order], maintain_order=True)
+    )
+    crossing = (
+        (pl.col(group) == pl.col(group).shift(1)) & (pl.col(part) != pl.col(part).shift(1))
+    ).fill_null(False)
+    # a row not joined to the one before it by a crossing starts a new pair (group of rows)
+    chosen = chosen.with_columns(__pair=(~crossing).cum_sum())
+    chosen = chosen.filter(pl.len().over("__pair") > 1)
+    if chosen.height < 2:
+        return items, {}
+    texts, n = redact_across(chosen["text"].to_list(), chosen["__pair"].to_list(), rules)
+    if not n:
+        return items, {}
+    changed = [
+        (row, text)
+        for row, text, old in zip(chosen["__row"].to_list(), texts, chosen["text"], strict=True)
+        if text != old
+    ]
+    rows = pl.Series([row for row, _ in changed], dtype=pl.UInt32)
+    column = items["text"].scatter(rows, pl.Series([t for _, t in changed], dtype=pl.String))
+    return items.with_columns(column), {HIT_ID: n}
+
+
+def concat_across_parts(
+    parts: Sequence[pl.DataFrame], *, rules: RuleSet
+) -> tuple[pl.DataFrame, dict[str, int]]:
+    """The items of a batch's parts, parsed and redacted apart, as one frame, with a token cut
+    by two tool outputs of one file that fell in two parts redacted
+    (:func:`redact_across_parts`)."""
+    if len(parts) < 2:
+        return pl.concat(parts), {}
+    tagged = pl.concat(
+        [p.with_columns(__part=pl.lit(i, dtype=pl.Int32)) for i, p in enumerate(parts)]
+    )
+    joined, hits = redact_across_parts(tagged, rules=rules, part="__part")
+    return joined.drop("__part"), hits

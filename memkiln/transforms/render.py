@@ -60,7 +60,11 @@ def render_items(items: pl.LazyFrame, *, rules: RuleSet) -> pl.LazyFrame:
 
 
 def contents_by_rollout(
-    kept: pl.LazyFrame, *, rules: RuleSet, keep_chars: int | None = None
+    kept: pl.LazyFrame,
+    *,
+    rules: RuleSet,
+    keep_chars: int | None = None,
+    gaps: pl.DataFrame | None = None,
 ) -> pl.LazyFrame:
     """``rollout_id, contents, omitted_chars``: each session's rendered items as JSON lines,
     in order.
@@ -71,12 +75,27 @@ def contents_by_rollout(
     anyway, and rendering it whole held the session several times in memory (a 200 MB session
     peaked over 2 GB). ``omitted_chars`` is the size of the items left out (their text, an
     estimate of their JSON), so the truncation marker still counts them.
+
+    ``gaps`` (``rollout_id, gap_seq, gap_chars``): sessions whose items between their first
+    and last ones were not read (``memkiln.io.session_items``), of that size, before
+    ``gap_seq``; they are counted as if read.
     """
     if keep_chars is not None:
         size = pl.col("text").str.len_chars().fill_null(0) + ITEM_OVERHEAD_CHARS
         before = size.cum_sum().over("rollout_id", order_by="seq") - size
         after = size.cum_sum(reverse=True).over("rollout_id", order_by="seq") - size
         total = size.sum().over("rollout_id")
+        if gaps is not None and gaps.height:  # the middle not read, counted where it was
+            gap = pl.col("_gap_chars").fill_null(0)
+            past = (pl.col("seq") >= pl.col("_gap_seq")).fill_null(False)
+            before = before + pl.when(past).then(gap).otherwise(0)
+            after = after + pl.when(past).then(0).otherwise(gap)
+            total = total + gap
+            kept = kept.join(
+                gaps.lazy().select("rollout_id", _gap_seq="gap_seq", _gap_chars="gap_chars"),
+                on="rollout_id",
+                how="left",
+            )
         keep = (total <= 4 * keep_chars) | (before < keep_chars) | (after < keep_chars)
         kept = kept.with_columns(_size=size, _keep=keep)
         omitted = (
@@ -84,6 +103,13 @@ def contents_by_rollout(
             .group_by("rollout_id")
             .agg(omitted_chars=pl.col("_size").sum())
         )
+        if gaps is not None and gaps.height:
+            omitted = omitted.join(gaps.lazy(), on="rollout_id", how="full", coalesce=True).select(
+                "rollout_id",
+                omitted_chars=pl.col("omitted_chars").fill_null(0).cast(pl.Int64)
+                + pl.col("gap_chars").fill_null(0),
+            )
+            kept = kept.drop("_gap_seq", "_gap_chars")
         kept = kept.filter(pl.col("_keep")).drop("_size", "_keep")
     contents = (
         render_items(kept, rules=rules)
@@ -113,7 +139,11 @@ def stage_one_inputs(
     messages; a session without kept items gets empty contents.
     """
     keep_chars = stage_one_keep_chars(context_window)
-    contents = contents_by_rollout(kept, rules=rules, keep_chars=keep_chars).collect()
+    gaps = None
+    if "gap_chars" in sessions.columns:  # sessions read in pieces (``io.session_items``)
+        gaps = sessions.select("rollout_id", "gap_seq", "gap_chars").filter(pl.col("gap_chars") > 0)
+        sessions = sessions.drop("gap_seq", "gap_chars")
+    contents = contents_by_rollout(kept, rules=rules, keep_chars=keep_chars, gaps=gaps).collect()
     table = sessions.with_columns(
         path=redact_expr(pl.col("path"), rules=rules), cwd=redact_expr(pl.col("cwd"), rules=rules)
     ).join(contents, on="rollout_id", how="left")
