@@ -579,6 +579,9 @@ def _redact(
         series = rewrite_rows(
             series, flagged, functools.partial(_counted_passes, rules=rules, hits=hits)
         )
+    series, alone = _alone_steps(series, rules, scan)
+    if hits is not None:
+        hits |= alone
     if rules.external:
         routed = scan.source_routing(series) if scan else None
         series, source = redact_source_with_hits(series, rules.external, REDACTED, routed=routed)
@@ -616,21 +619,14 @@ def _without_encoded(rules: RuleSet) -> Callable[[pl.Series], pl.Series]:
     return lambda texts: _redact(texts, rules=inner, unescape=True)[0]
 
 
-def _last_steps(
+def _alone_steps(
     series: pl.Series, rules: RuleSet, scan: Scan | None = None
 ) -> tuple[pl.Series, dict[str, int]]:
-    """The encoded pass, the rules that run alone, then the ``after`` rules, on the text every
-    earlier step redacted; the hits of each. With a prefilter's ``scan``, each looks only at
-    the rows it may match."""
+    """The rules that run alone (they start with a character class), right after the passes
+    they belong to and before the maintained rules and the key-word rule, so that a token they
+    take whole (``launchdarkly-private-<uuid>``) is not first cut by a key word inside it; the
+    hits of each. With a prefilter's ``scan``, each looks only at the rows it may match."""
     hits: dict[str, int] = {}
-    if rules.encoded:
-        series, hits = redact_encoded_with_hits(
-            series,
-            rules.encoded,
-            REDACTED,
-            _without_encoded(rules),
-            candidates=_candidates(scan, scan.prefilter.plan.encoded_ids) if scan else None,
-        )
     for index, (rule, alone) in enumerate(rules.alone):
         if scan is None:
             held = functools.reduce(
@@ -649,6 +645,23 @@ def _last_steps(
                 held,
                 functools.partial(_replace_all, pattern=alone.pattern, by=alone.replacement),
             )
+    return series, hits
+
+
+def _last_steps(
+    series: pl.Series, rules: RuleSet, scan: Scan | None = None
+) -> tuple[pl.Series, dict[str, int]]:
+    """The encoded pass, then the ``after`` rules, on the text every earlier step redacted;
+    the hits of each. With a prefilter's ``scan``, each looks only at the rows it may match."""
+    hits: dict[str, int] = {}
+    if rules.encoded:
+        series, hits = redact_encoded_with_hits(
+            series,
+            rules.encoded,
+            REDACTED,
+            _without_encoded(rules),
+            candidates=_candidates(scan, scan.prefilter.plan.encoded_ids) if scan else None,
+        )
     after = rules.after
     # the rows an after rule may match: all, or those the prefilter reports; then the rows the
     # last round changed (a row it did not change matches no more than it did)
@@ -799,6 +812,8 @@ def _hits_of(text: pl.Series, rules: RuleSet) -> dict[str, int]:
         current = current.str.replace_all(rule_pass.pattern, rule_pass.replacement)
     if rules.context or rules.external or rules.encoded or rules.alone or rules.after:
         after = rewrite_rows(text, flagged, lambda _: current) if len(current) else text
+        after, alone = _alone_steps(after, rules)
+        found |= alone
         if rules.external:
             after, source = redact_source_with_hits(after, rules.external, REDACTED)
             found |= source

@@ -259,7 +259,8 @@ def redact_context_with_hits(
 
 
 def context_hits(series: pl.Series, rules: tuple[ContextRule, ...], marker: str) -> dict[str, int]:
-    """Replaced spans per context rule in ``series`` (the text before this pass)."""
+    """Replaced spans per context rule in ``series`` (the text before this pass); each rule
+    looks at the text the rules before it redacted."""
     hits: dict[str, int] = {}
     for rule in rules:
         found, _, _ = _confirmed(series, rule, marker)
@@ -267,4 +268,5 @@ def context_hits(series: pl.Series, rules: tuple[ContextRule, ...], marker: str)
             rows = series.filter(series.str.contains(rule.row_filter))
             spans = rows.str.extract_all(rule.pattern).explode().drop_nulls()
             hits[rule.id] = int(spans.is_in(list(found)).sum())
+            series = redact_context_series(series, (rule,), marker)
     return hits
