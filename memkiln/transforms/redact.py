@@ -51,7 +51,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.resources
-import operator
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -628,12 +627,10 @@ def _alone_steps(
     hits of each. With a prefilter's ``scan``, each looks only at the rows it may match."""
     hits: dict[str, int] = {}
     for index, (rule, alone) in enumerate(rules.alone):
-        if scan is None:
-            held = functools.reduce(
-                operator.or_, (series.str.contains(k, literal=True) for k in rule.literals)
-            ).fill_null(False)
+        if scan is None:  # the rows holding a literal (one search), then the regex on those
+            held = series.str.contains_any(list(rule.literals)).fill_null(False)
             if held.any():
-                held = held & series.str.contains(alone.pattern).fill_null(False)
+                held = _confirm_rows(series, held.arg_true().to_list(), alone.pattern, ())
         else:
             rows = scan.sync(series).rows((scan.prefilter.plan.alone_ids[index],))
             held = _confirm_rows(series, rows, alone.pattern, rule.literals)
@@ -695,9 +692,7 @@ def _confirm_rows(
     texts = series.gather(rows)
     found = texts.str.contains(pattern).fill_null(False)
     if literals:
-        found = found & functools.reduce(
-            operator.or_, (texts.str.contains(k, literal=True) for k in literals)
-        ).fill_null(False)
+        found = found & texts.str.contains_any(list(literals)).fill_null(False)
     hit = [row for row, yes in zip(rows, found.to_list(), strict=True) if yes]
     return mask_of(hit, len(series))
 

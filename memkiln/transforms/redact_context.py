@@ -183,6 +183,9 @@ def parse_context_rule(raw: Any, *, source: str) -> ContextRule:
     )
 
 
+#: Above this many key words a rule's rows are found by its row filter alone.
+MANY_KEYWORDS = 64
+
 #: Rule index, the text as it now is -> the rows that rule may match (a prefilter's answer).
 Candidates = Callable[[int, pl.Series], pl.Series]
 
@@ -195,7 +198,12 @@ def _confirmed(
     and how many candidate spans (with repeats) are confirmed ones: the rule's hits.
     ``maybe``: the rows a prefilter found for the row filter (the key-word search skipped)."""
     no_rows = pl.Series(dtype=pl.UInt32)
-    if maybe is None:
+    if maybe is None and len(rule.prefilter) > MANY_KEYWORDS:
+        # hundreds of key words that rows seldom hold: the case-insensitive key-word search
+        # reads every row whole (0.75 s per 100 MB of session text against 0.27 for the row
+        # filter's regex, whose literals are spelled in three cases): the regex alone
+        first = series.str.contains(rule.row_filter)
+    elif maybe is None:
         first = series.str.contains_any(list(rule.prefilter), ascii_case_insensitive=True)
     else:
         first = maybe

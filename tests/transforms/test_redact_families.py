@@ -37,7 +37,7 @@ def rules() -> RuleSet:
         ("github_client_id: 3f9c2a7b1e8d4c6a0b5f", "3f9c2a7b1e8d4c6a0b5f"),
         ('{"sentry": "a8F3kLq9Zx2Vw7Rt5Yp1"}', "a8F3kLq9Zx2Vw7Rt5Yp1"),
         ("eventbrite oauth token\nQ2W3E4R5T6Y7U8I9O0PA", "Q2W3E4R5T6Y7U8I9O0PA"),
-        ("private access key:\n  ZXC2JK3HV4TY5UIO6PLK", "ZXC2JK3HV4TY5UIO6PLK"),
+        ("private access key:\nZXC2JK3HV4TY5UIO6PLK", "ZXC2JK3HV4TY5UIO6PLK"),
         (
             json.dumps(
                 {"type": "function_call_output", "output": "api token\nZ8Y7X6W5V4U3T2S1R0QP"}
