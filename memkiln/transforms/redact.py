@@ -607,9 +607,17 @@ def _scan(series: pl.Series, rules: RuleSet) -> Scan | None:
     return prefilter.scan(series)
 
 
-def _candidates(scan: Scan, ids: Sequence[int]) -> Callable[[int, pl.Series], pl.Series]:
-    """Rule ``i`` of a step -> the rows of the text as it now is that it may match."""
-    return lambda i, series: scan.sync(series).mask((ids[i],))
+def _candidates(
+    scan: Scan, ids: Sequence[int | frozenset[int]]
+) -> Callable[[int, pl.Series], pl.Series]:
+    """Rule ``i`` of a step (its id, or the ids of its pieces) -> the rows of the text as it
+    now is that it may match."""
+
+    def rows(i: int, series: pl.Series) -> pl.Series:
+        wanted = ids[i]
+        return scan.sync(series).mask(wanted if isinstance(wanted, frozenset) else (wanted,))
+
+    return rows
 
 
 def _without_encoded(rules: RuleSet) -> Callable[[pl.Series], pl.Series]:
@@ -881,7 +889,9 @@ def plan_prefilter(rules: RuleSet) -> Plan:
         source_keyword_ids = tuple(
             frozenset(keyword_ids[k] for k in rule.keywords) for rule in external.rules
         )
-    context_ids = tuple(add(rule.row_filter) for rule in rules.context)
+    context_ids = tuple(
+        frozenset(add(piece) for piece in rule.row_filters()) for rule in rules.context
+    )
     encoded_ids = tuple(add(rule.pattern) for rule in rules.encoded)
     return Plan(
         expressions=tuple(expressions),

@@ -62,6 +62,16 @@ class ContextRule:
     weak_keywords: tuple[str, ...] = ()  # key words that alone do not vouch for ``weak_benign``
     weak_benign: str = "(?!)"  # values (UUIDs) that are secrets only after a strong key word
 
+    def row_filters(self) -> tuple[str, ...]:
+        """``row_filter`` in pieces a multi-pattern scanner takes, together matching at least
+        as much: one per key word (any case) when there are many (an alternation of hundreds
+        of literals before a window is too large for Hyperscan, whose prefilter mode then
+        reports nearly every row)."""
+        if len(self.prefilter) <= MANY_KEYWORDS:
+            return (self.row_filter,)
+        tail = self.row_filter[self.row_filter.index(_KEY_WORDS_END) + len(_KEY_WORDS_END) :]
+        return tuple(f"(?i:{re.escape(k)}){tail}" for k in self.prefilter)
+
     def passes(self, value: str, prefix: str = "") -> bool:
         """The gate: does ``value`` look like a random secret rather than text or code?"""
         if not self.min_length <= len(value) <= self.max_length:
@@ -157,7 +167,7 @@ def parse_context_rule(raw: Any, *, source: str) -> ContextRule:
         f"|[A-Z](?:{lower})|[a-z](?:{long_lower}))"
         f"{raw['window']})({raw['value']})"
     )
-    row_filter = f"(?:{lower}|{glued}){raw['window']}{raw['value']}"
+    row_filter = f"(?:{lower}|{glued}){_KEY_WORDS_END}{raw['window']}{raw['value']}"
     try:
         dtype = pl.Series([""], dtype=pl.String).str.extract_groups(pattern).dtype
     except pl.exceptions.ComputeError as err:
@@ -185,6 +195,9 @@ def parse_context_rule(raw: Any, *, source: str) -> ContextRule:
 
 #: Above this many key words a rule's rows are found by its row filter alone.
 MANY_KEYWORDS = 64
+#: Ends the key words of a row filter (an empty group: matches as it is not there).
+_KEY_WORDS_END = "(?:)"
+
 
 #: Rule index, the text as it now is -> the rows that rule may match (a prefilter's answer).
 Candidates = Callable[[int, pl.Series], pl.Series]
