@@ -51,7 +51,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import importlib.resources
-import operator
 import re
 import tomllib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -579,6 +578,9 @@ def _redact(
         series = rewrite_rows(
             series, flagged, functools.partial(_counted_passes, rules=rules, hits=hits)
         )
+    series, alone = _alone_steps(series, rules, scan)
+    if hits is not None:
+        hits |= alone
     if rules.external:
         routed = scan.source_routing(series) if scan else None
         series, source = redact_source_with_hits(series, rules.external, REDACTED, routed=routed)
@@ -605,9 +607,17 @@ def _scan(series: pl.Series, rules: RuleSet) -> Scan | None:
     return prefilter.scan(series)
 
 
-def _candidates(scan: Scan, ids: Sequence[int]) -> Callable[[int, pl.Series], pl.Series]:
-    """Rule ``i`` of a step -> the rows of the text as it now is that it may match."""
-    return lambda i, series: scan.sync(series).mask((ids[i],))
+def _candidates(
+    scan: Scan, ids: Sequence[int | frozenset[int]]
+) -> Callable[[int, pl.Series], pl.Series]:
+    """Rule ``i`` of a step (its id, or the ids of its pieces) -> the rows of the text as it
+    now is that it may match."""
+
+    def rows(i: int, series: pl.Series) -> pl.Series:
+        wanted = ids[i]
+        return scan.sync(series).mask(wanted if isinstance(wanted, frozenset) else (wanted,))
+
+    return rows
 
 
 def _without_encoded(rules: RuleSet) -> Callable[[pl.Series], pl.Series]:
@@ -616,28 +626,19 @@ def _without_encoded(rules: RuleSet) -> Callable[[pl.Series], pl.Series]:
     return lambda texts: _redact(texts, rules=inner, unescape=True)[0]
 
 
-def _last_steps(
+def _alone_steps(
     series: pl.Series, rules: RuleSet, scan: Scan | None = None
 ) -> tuple[pl.Series, dict[str, int]]:
-    """The encoded pass, the rules that run alone, then the ``after`` rules, on the text every
-    earlier step redacted; the hits of each. With a prefilter's ``scan``, each looks only at
-    the rows it may match."""
+    """The rules that run alone (they start with a character class), right after the passes
+    they belong to and before the maintained rules and the key-word rule, so that a token they
+    take whole (``launchdarkly-private-<uuid>``) is not first cut by a key word inside it; the
+    hits of each. With a prefilter's ``scan``, each looks only at the rows it may match."""
     hits: dict[str, int] = {}
-    if rules.encoded:
-        series, hits = redact_encoded_with_hits(
-            series,
-            rules.encoded,
-            REDACTED,
-            _without_encoded(rules),
-            candidates=_candidates(scan, scan.prefilter.plan.encoded_ids) if scan else None,
-        )
     for index, (rule, alone) in enumerate(rules.alone):
-        if scan is None:
-            held = functools.reduce(
-                operator.or_, (series.str.contains(k, literal=True) for k in rule.literals)
-            ).fill_null(False)
+        if scan is None:  # the rows holding a literal (one search), then the regex on those
+            held = series.str.contains_any(list(rule.literals)).fill_null(False)
             if held.any():
-                held = held & series.str.contains(alone.pattern).fill_null(False)
+                held = _confirm_rows(series, held.arg_true().to_list(), alone.pattern, ())
         else:
             rows = scan.sync(series).rows((scan.prefilter.plan.alone_ids[index],))
             held = _confirm_rows(series, rows, alone.pattern, rule.literals)
@@ -649,6 +650,23 @@ def _last_steps(
                 held,
                 functools.partial(_replace_all, pattern=alone.pattern, by=alone.replacement),
             )
+    return series, hits
+
+
+def _last_steps(
+    series: pl.Series, rules: RuleSet, scan: Scan | None = None
+) -> tuple[pl.Series, dict[str, int]]:
+    """The encoded pass, then the ``after`` rules, on the text every earlier step redacted;
+    the hits of each. With a prefilter's ``scan``, each looks only at the rows it may match."""
+    hits: dict[str, int] = {}
+    if rules.encoded:
+        series, hits = redact_encoded_with_hits(
+            series,
+            rules.encoded,
+            REDACTED,
+            _without_encoded(rules),
+            candidates=_candidates(scan, scan.prefilter.plan.encoded_ids) if scan else None,
+        )
     after = rules.after
     # the rows an after rule may match: all, or those the prefilter reports; then the rows the
     # last round changed (a row it did not change matches no more than it did)
@@ -682,9 +700,7 @@ def _confirm_rows(
     texts = series.gather(rows)
     found = texts.str.contains(pattern).fill_null(False)
     if literals:
-        found = found & functools.reduce(
-            operator.or_, (texts.str.contains(k, literal=True) for k in literals)
-        ).fill_null(False)
+        found = found & texts.str.contains_any(list(literals)).fill_null(False)
     hit = [row for row, yes in zip(rows, found.to_list(), strict=True) if yes]
     return mask_of(hit, len(series))
 
@@ -799,6 +815,8 @@ def _hits_of(text: pl.Series, rules: RuleSet) -> dict[str, int]:
         current = current.str.replace_all(rule_pass.pattern, rule_pass.replacement)
     if rules.context or rules.external or rules.encoded or rules.alone or rules.after:
         after = rewrite_rows(text, flagged, lambda _: current) if len(current) else text
+        after, alone = _alone_steps(after, rules)
+        found |= alone
         if rules.external:
             after, source = redact_source_with_hits(after, rules.external, REDACTED)
             found |= source
@@ -871,7 +889,9 @@ def plan_prefilter(rules: RuleSet) -> Plan:
         source_keyword_ids = tuple(
             frozenset(keyword_ids[k] for k in rule.keywords) for rule in external.rules
         )
-    context_ids = tuple(add(rule.row_filter) for rule in rules.context)
+    context_ids = tuple(
+        frozenset(add(piece) for piece in rule.row_filters()) for rule in rules.context
+    )
     encoded_ids = tuple(add(rule.pattern) for rule in rules.encoded)
     return Plan(
         expressions=tuple(expressions),

@@ -69,7 +69,7 @@ class Plan:
     source_ids: tuple[int, ...]  # per Betterleaks rule
     source_keyword_ids: tuple[frozenset[int], ...]  # per Betterleaks rule: its key words
     keyword_ids: frozenset[int]  # every Betterleaks key word
-    context_ids: tuple[int, ...]  # per context rule (its row filter)
+    context_ids: tuple[frozenset[int], ...]  # per context rule: its row filter's pieces
     encoded_ids: tuple[int, ...]  # per encoded rule
     #: the rule set's parts the ids stand for, to check a prefilter against a rule set
     key: tuple[object, ...]

@@ -40,11 +40,23 @@ def _plain_redact(series: pl.Series, rules: RuleSet, *, unescape: bool = True) -
         series = _plain_unescape(series)
     for rule_pass in rules.passes:
         series = series.str.replace_all(rule_pass.pattern, rule_pass.replacement)
+    series = _plain_alone(series, rules)[0]
     if rules.external:
         series = redact_source_series(series, rules.external, REDACTED)
     if rules.context:
         series = redact_context_series(series, rules.context, REDACTED)
     return _plain_last_steps(series, rules)[0]
+
+
+def _plain_alone(series: pl.Series, rules: RuleSet) -> tuple[pl.Series, dict[str, int]]:
+    """The rules that run alone, right after the passes, over every row; their hits."""
+    hits: dict[str, int] = {}
+    for rule, alone in rules.alone:  # every row; the literals only choose rows
+        n = series.str.count_matches(alone.pattern).sum()
+        if n:
+            hits[rule.id] = n
+        series = series.str.replace_all(alone.pattern, alone.replacement)
+    return series, hits
 
 
 def _plain_last_steps(series: pl.Series, rules: RuleSet) -> tuple[pl.Series, dict[str, int]]:
@@ -56,11 +68,6 @@ def _plain_last_steps(series: pl.Series, rules: RuleSet) -> tuple[pl.Series, dic
         series, hits = redact_encoded_with_hits(
             series, rules.encoded, REDACTED, lambda s: _plain_redact(s, inner)
         )
-    for rule, alone in rules.alone:  # every row; the literals only choose rows
-        n = series.str.count_matches(alone.pattern).sum()
-        if n:
-            hits[rule.id] = n
-        series = series.str.replace_all(alone.pattern, alone.replacement)
     while rules.after is not None and series.str.contains(rules.after.pattern).any():
         spans = series.str.extract_all(rules.after.pattern).explode().drop_nulls()
         for rule in rules.after_rules:  # one rule today: each span is its
@@ -189,7 +196,7 @@ def _reference_hit_counts(lf: pl.LazyFrame, *, column: str, rules: RuleSet) -> p
         ),
     )
     counted = spans.select(rule_id=rule_id).drop_nulls().group_by("rule_id").agg(hits=pl.len())
-    if rules.context or rules.external or rules.encoded or rules.after:
+    if rules.context or rules.external or rules.encoded or rules.alone or rules.after:
         after = lf.select(text=pl.col(column))
         for rule_pass in rules.passes:
             after = after.with_columns(
@@ -198,8 +205,7 @@ def _reference_hit_counts(lf: pl.LazyFrame, *, column: str, rules: RuleSet) -> p
         context = rules.context
 
         def count_context(frame: pl.DataFrame) -> pl.DataFrame:
-            text = frame["text"].drop_nulls()
-            found: dict[str, int] = {}
+            text, found = _plain_alone(frame["text"].drop_nulls(), rules)
             if rules.external:
                 found |= source_hits(text, rules.external, REDACTED)
                 text = redact_source_series(text, rules.external, REDACTED)
