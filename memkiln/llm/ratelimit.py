@@ -7,13 +7,21 @@ Every answer of an OpenAI-compatible service may carry its limits
 sending loop's, in the flow's process, whatever runs the calls: this process, threads or Dask
 workers, which send each answer's ``Seen`` back with its outcome):
 
-- the first request goes alone; its answer tells whether the service states limits;
+- the first few requests (``FIRST_IN_FLIGHT``) go before any answer, as a connection starts
+  with a window of several segments: the first answer tells whether the service states
+  limits, and a service that does admits a few requests at once (a limit of one request
+  costs at most that many 429s, once);
 - the service's window is taken as the longest reset time it stated (a request admitted into
   an empty window resets it that long after); the run keeps its own log of what it sent
   (each request counted for its input plus the most output it may produce, as providers count
   it), and a request is admitted when the log's requests and tokens of the last window, plus
   what the service counted for others at the last answer, leave room for it (a request
   leaves the log a margin after the window: more after 429s the log did not foresee);
+- a request is counted from when its call started (the outcome's ``started_at``): admitted in
+  the flow's process, a call may start later, in a worker's queue (a Prefect task, a Dask
+  worker); a call not answered yet is counted from its admission plus the longest recent
+  delay, and a request is admitted that much ahead of the room, by the shortest recent delay
+  (so the service sees it as its window frees, not a worker's queue later);
 - a 429 pauses the whole run for the time the service asked, the request goes again once
   admitted, and the requests allowed in flight are halved (one more for each answer after,
   up to ``--concurrency``, the ceiling); a request fails ``rate_limited`` only when the
@@ -33,6 +41,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 
 #: The service refused this many requests in a row (429s, run-wide, with no answer between;
@@ -40,6 +49,10 @@ from typing import Any
 GIVE_UP_AFTER = 20
 #: A request refused this many times fails ``rate_limited`` (a limit it alone passes).
 TRIES_PER_REQUEST = 6
+#: Requests in flight before the first answer (then ``--concurrency``, or what it states).
+FIRST_IN_FLIGHT = 4
+#: How many of the last calls' delays (admission to the call's start) are remembered.
+DELAYS_KEPT = 32
 #: The pause after a 429 that names no time.
 DEFAULT_RETRY_AFTER = 1.0
 #: Added to the window before a request sent leaves it: the service counts a request from
@@ -47,8 +60,8 @@ DEFAULT_RETRY_AFTER = 1.0
 #: A 429 the run's own log did not foresee (the requests reach the service later than they
 #: were admitted: a loaded machine, a Dask worker's queue) adds the time the service asked
 #: to wait, up to a quarter of the window; each answer after takes a hundredth off again.
-MARGIN_SECONDS = 0.05
-MARGIN_SHARE = 0.005
+MARGIN_SECONDS = 0.02
+MARGIN_SHARE = 0.002
 MARGIN_MOST = 0.25
 MARGIN_DECAY = 0.99
 
@@ -129,21 +142,33 @@ def seen_in(
 
 @dataclass
 class Ticket:
-    """A call admitted: when, and what it was counted for."""
+    """A call admitted: when (the pace's clock, and the wall clock), what it was counted
+    for, and, once answered, when the call started (the pace's clock)."""
 
     sent: float
     tokens: int
     requests: int
+    wall: float = 0.0
+    start: float | None = None
 
 
 class Pace:
     """The run's controller (see the module's docstring); ``ceiling``: ``--concurrency``."""
 
-    def __init__(self, ceiling: int, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        ceiling: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         self.ceiling = ceiling
         self.clock = clock
-        #: requests allowed in flight (AIMD); one until the first answer
-        self.allowed = 1.0
+        self.wall = wall
+        #: requests allowed in flight (AIMD); a few until the first answer
+        self.allowed = float(min(ceiling, FIRST_IN_FLIGHT))
+        #: the last calls' delays from admission to their start
+        self.delays: deque[float] = deque(maxlen=DELAYS_KEPT)
         self.known = False
         self.in_flight = 0
         self.window: float | None = None
@@ -170,7 +195,7 @@ class Pace:
             now = self.clock()
             wait = self.wait(now, tokens, requests)
             if wait <= 0:
-                ticket = Ticket(now, tokens, requests)
+                ticket = Ticket(now, tokens, requests, wall=self.wall())
                 self._log.append(ticket)
                 self.in_flight += 1
                 self.admitted += 1
@@ -190,16 +215,19 @@ class Pace:
         if self.window is None:
             return 0.0
         keep = self.window + self.margin()
-        while self._log and self._log[0].sent + keep <= now:
-            self._log.popleft()
+        while self._log and self.started(self._log[0]) + keep <= now:
+            self._log.popleft()  # gone from the service's window
+        lead = min(self.delays, default=0.0)  # a call admitted now starts that much later
+        log = sorted(((self.started(t) + keep, t) for t in self._log), key=lambda lt: lt[0])
+        log = [(leaves, t) for leaves, t in log if leaves > now + lead]
         others_tokens, others_requests, others_at = self._others
-        if now >= others_at + keep:  # what others used then has left the window since
+        if now + lead >= others_at + keep:  # what others used then has left the window since
             others_tokens = others_requests = 0
         waits = [0.0]
-        sent = [t.sent + keep for t in self._log]  # when each leaves the window
+        sent = [leaves - lead for leaves, _ in log]  # when each leaves the window
         for limit, need, others, sizes in (
-            (self.limit_tokens, tokens, others_tokens, [t.tokens for t in self._log]),
-            (self.limit_requests, requests, others_requests, [t.requests for t in self._log]),
+            (self.limit_tokens, tokens, others_tokens, [t.tokens for _, t in log]),
+            (self.limit_requests, requests, others_requests, [t.requests for _, t in log]),
         ):
             if limit is None:
                 continue
@@ -207,7 +235,7 @@ class Pace:
             if over <= 0:
                 continue
             if not sizes:  # a call alone over the limit goes (and learns)
-                waits.append(others_at + keep - now if others else 0.0)
+                waits.append(others_at + keep - lead - now if others else 0.0)
                 continue
             for leaves, size in zip(sent, sizes, strict=True):  # the oldest leave first
                 over -= size
@@ -215,8 +243,18 @@ class Pace:
                     waits.append(leaves - now)
                     break
             else:  # only once all have left (and what others used)
-                waits.append(max(sent[-1], others_at + keep if others else 0.0) - now)
+                waits.append(max(sent[-1], others_at + keep - lead if others else 0.0) - now)
         return max(waits)
+
+    def started(self, ticket: Ticket) -> float:
+        """When ``ticket``'s call started (not answered yet: its admission plus the longest
+        recent delay)."""
+        if ticket.start is not None:
+            return ticket.start
+        return ticket.sent + self.delays_most()
+
+    def delays_most(self) -> float:
+        return max(self.delays, default=0.0)
 
     def margin(self) -> float:
         """Seconds after the window before a request sent leaves the run's log."""
@@ -225,11 +263,16 @@ class Pace:
 
     # -- answers -----------------------------------------------------------------------------
 
-    def settle(self, ticket: Ticket, seen: Seen | None) -> bool:
-        """A call admitted with ``ticket`` ended, its last answer ``seen``; True when it was
-        refused for a rate limit and must go again."""
+    def settle(self, ticket: Ticket, seen: Seen | None, *, started: datetime | None = None) -> bool:
+        """A call admitted with ``ticket`` ended, its last answer ``seen``, the call started
+        at ``started`` (None: when admitted); True when it was refused for a rate limit and
+        must go again."""
         now = self.clock()
         self.in_flight -= 1
+        if started is not None:
+            delay = min(max(0.0, started.timestamp() - ticket.wall), now - ticket.sent)
+            ticket.start = ticket.sent + delay
+            self.delays.append(delay)
         first = not self.known
         self.known = True
         again = False
@@ -270,11 +313,12 @@ class Pace:
         resets = [r for r in (seen.reset_tokens, seen.reset_requests) if r]
         if resets:
             self.window = max(self.window or 0.0, *resets)
-        if self.window is None or ticket.sent < self._last_seen_sent:
+        at = self.started(ticket)
+        if self.window is None or at < self._last_seen_sent:
             return  # an older answer than one already read
-        self._last_seen_sent = ticket.sent
+        self._last_seen_sent = at
         # what this run had sent in the window when the service counted this request
-        mine = [t for t in self._log if ticket.sent - self.window < t.sent <= ticket.sent]
+        mine = [t for t in self._log if at - self.window < self.started(t) <= at]
         others_tokens = others_requests = 0
         if seen.limit_tokens is not None and seen.remaining_tokens is not None:
             used = seen.limit_tokens - seen.remaining_tokens
@@ -282,4 +326,4 @@ class Pace:
         if seen.limit_requests is not None and seen.remaining_requests is not None:
             used = seen.limit_requests - seen.remaining_requests
             others_requests = max(0, used - sum(t.requests for t in mine))
-        self._others = (others_tokens, others_requests, ticket.sent)
+        self._others = (others_tokens, others_requests, at)

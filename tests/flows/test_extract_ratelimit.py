@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+from datetime import UTC, datetime
 from pathlib import Path
 
 import duckdb
@@ -15,6 +16,7 @@ import pytest
 
 from memkiln.io.rules import load_rules
 from memkiln.llm.ratelimit import (
+    FIRST_IN_FLIGHT,
     GIVE_UP_AFTER,
     Pace,
     Seen,
@@ -57,26 +59,70 @@ def test_reset_times_are_read_as_providers_write_them() -> None:
     assert duration("soon") is None and duration("5s later") is None and duration(None) is None
 
 
-def test_the_first_request_goes_alone_then_the_window_the_headers_state_is_kept() -> None:
+def test_a_few_requests_go_before_any_answer_then_the_stated_window_is_kept() -> None:
     async def scenario() -> None:
         clock = Clock()
-        pace = Pace(16, clock=clock)
-        first = await pace.admit(1_000)
-        assert pace.wait(clock.now, 1_000) == math.inf  # alone until its answer
-        # the service allows 3,000 tokens per 10 s; the first request used 1,000
+        pace = Pace(16, clock=clock, wall=clock)
+        first = [await pace.admit(1_000) for _ in range(FIRST_IN_FLIGHT)]
+        assert pace.wait(clock.now, 1_000) == math.inf  # the rest wait for an answer
+        # the service allows 6,000 tokens per 10 s; the first requests used 4,000
         clock.now += 1
-        assert pace.settle(first, limits(3_000, 2_000, "10s")) is False
-        assert (pace.window, pace.limit_tokens, pace.allowed) == (10.0, 3_000, 16)
-        second = await pace.admit(1_000)
-        third = await pace.admit(1_000)
-        # full: the next fits once the first request leaves the window (sent at 100)
+        assert pace.settle(first[0], limits(6_000, 2_000, "10s")) is False
+        assert (pace.window, pace.limit_tokens, pace.allowed) == (10.0, 6_000, 16)
+        fifth = await pace.admit(1_000)
+        await pace.admit(1_000)
+        # full: the next fits once the first requests leave the window (sent at 100)
         wait = pace.wait(clock.now, 1_000)
         assert 10 - 1 < wait <= 10 - 1 + 0.1
-        clock.now = first.sent + 10 + 0.1
+        clock.now = first[0].sent + 10 + 0.1
         assert pace.wait(clock.now, 1_000) == 0
-        # a request larger than what two leaving would free waits for both
-        assert pace.wait(clock.now, 2_500) == pytest.approx(second.sent + 10.05 - clock.now)
-        assert third.tokens == 1_000
+        # a request larger than what the first ones free waits for the fifth too
+        assert pace.wait(clock.now, 4_500) == pytest.approx(fifth.sent + 10.02 - clock.now)
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
+
+
+def at(seconds: float) -> datetime:
+    """The wall-clock time ``seconds`` (the tests' clock serves as both)."""
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def test_a_call_that_starts_later_than_admitted_is_counted_from_its_start() -> None:
+    # admitted in the flow's process, a call waits in a worker's queue before it is sent:
+    # the service counts it from then, and so does the run's log
+    async def scenario() -> None:
+        clock = Clock()
+        pace = Pace(16, clock=clock, wall=clock)
+        late = await pace.admit(1_000)  # at 100, sent at 102
+        clock.now = 103
+        pace.settle(late, limits(2_000, 1_000, "10s"), started=at(102))
+        prompt = await pace.admit(1_000)  # at 103, sent at once
+        clock.now = 104
+        pace.settle(prompt, limits(2_000, 0, "10s"), started=at(103))
+        # the window is full until the late one leaves it: 10 s after it was sent, not
+        # after it was admitted
+        assert pace.wait(clock.now, 1_000) == pytest.approx(102 + 10.02 - clock.now)
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
+
+
+def test_requests_are_admitted_ahead_of_the_room_by_the_shortest_recent_delay() -> None:
+    # every call starts 1.5 s after its admission (a worker's queue): a request is admitted
+    # 1.5 s before the window has room, so the service sees it as the room comes
+    async def scenario() -> None:
+        clock = Clock()
+        pace = Pace(16, clock=clock, wall=clock)
+        first = await pace.admit(1_000)
+        clock.now = 102
+        pace.settle(first, limits(2_000, 1_000, "10s"), started=at(101.5))
+        second = await pace.admit(1_000)
+        clock.now = 104
+        pace.settle(second, limits(2_000, 0, "10s"), started=at(103.5))
+        assert pace.wait(clock.now, 1_000) == pytest.approx(101.5 + 10.02 - 1.5 - clock.now)
+        # not answered yet, a call is counted from its admission plus the longest delay
+        clock.now = 110.03
+        third = await pace.admit(1_000)
+        assert pace.started(third) == pytest.approx(110.03 + 1.5)
 
     asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
 
@@ -116,17 +162,17 @@ def test_a_429_the_log_did_not_foresee_keeps_requests_longer_in_it() -> None:
         pace = Pace(4, clock=clock)
         first = await pace.admit(1_000)
         pace.settle(first, limits(2_000, 1_000, "10s"))
-        assert pace.margin() == pytest.approx(0.05)
+        assert pace.margin() == pytest.approx(0.02)
         await pace.admit(1_000)
         clock.now = first.sent + 10.06  # gone from the log: room for one more
         late = await pace.admit(1_000)
         refused = limits(2_000, 0, "9.9s", limited=True, retry_after=0.4)
         assert pace.settle(late, refused) is True
-        assert pace.margin() == pytest.approx(0.45)
+        assert pace.margin() == pytest.approx(0.42)
         clock.now += 0.4  # the pause
         for _ in range(10):  # every answer after takes a hundredth off
             pace.settle(await pace.admit(0), None)
-        assert pace.margin() == pytest.approx(0.05 + 0.4 * 0.99**10)
+        assert pace.margin() == pytest.approx(0.02 + 0.4 * 0.99**10)
 
     asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
 
