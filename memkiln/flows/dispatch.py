@@ -19,7 +19,13 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 
-from memkiln.flows.task_runners import current_runner, on_workers, parallelism, stopped_with
+from memkiln.flows.task_runners import (
+    current_runner,
+    off_the_worker_pool,
+    on_workers,
+    parallelism,
+    stopped_with,
+)
 from memkiln.io.jobs import Outcome
 from memkiln.llm.backends import Request
 from memkiln.llm.units import (
@@ -61,7 +67,9 @@ def render_sessions_task(
 )
 def call_model_task(request: dict[str, Any], options: Options, index: int) -> dict[str, Any]:
     """One stage-one request sent to the model, its answer parsed and judged (never retried
-    as a task: a request is charged once; the client retries 429 and 5xx itself)."""
+    as a task: a request is charged once; the client retries 429 and 5xx itself). On a
+    Dask worker it waits off the worker's thread pool."""
+    off_the_worker_pool()
     return call_wire(request, options)
 
 
