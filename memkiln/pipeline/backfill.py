@@ -17,17 +17,16 @@ here imports Prefect.
 """
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
-import sys
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from memkiln.io.progress import Reporter
-from memkiln.llm.batch import wait_for_batches
 from memkiln.pipeline.consolidate import consolidate
 from memkiln.pipeline.extract import extract
 from memkiln.pipeline.ingest import ingest
 from memkiln.pipeline.run import Phases, dry_run_estimate, merge_counters, whole_job
 from memkiln.pipeline.runner import LocalRunner, Runner
+from memkiln.pipeline.waiting import combined, wait_then_again
 from memkiln.settings import Options, Settings
 from memkiln.transforms.estimate import Estimate
 from memkiln.transforms.report import Section
@@ -56,34 +55,7 @@ class BackfillSummary:
     @property
     def extract(self) -> ExtractSummary:
         """The batches as one extraction: counts added up, the last batch's stop reason."""
-        total = ExtractSummary(run_id=self.batches[-1].run_id if self.batches else "")
-        for batch in self.batches:
-            total.taken += batch.taken
-            total.batched += batch.batched
-            total.batches_open = batch.batches_open
-            total.requests += batch.requests
-            total.input_tokens += batch.input_tokens
-            total.output_tokens += batch.output_tokens
-            total.cost_usd += batch.cost_usd
-            total.price_known = total.price_known and batch.price_known
-            total.orphans_taken_over += batch.orphans_taken_over
-            for key, n in batch.outcomes.items():
-                total.outcomes[key] = total.outcomes.get(key, 0) + n
-            total.sessions_failed += batch.sessions_failed
-            total.sessions_chunked += batch.sessions_chunked
-            total.chunk_requests += batch.chunk_requests
-            total.merge_requests += batch.merge_requests
-            total.chunks_cut += batch.chunks_cut
-            total.rate_limited += batch.rate_limited
-            total.reserved_usd = max(total.reserved_usd, batch.reserved_usd)
-        if self.batches:
-            total.budget_usd = self.batches[0].budget_usd
-            total.spent_before_usd = self.batches[0].spent_before_usd
-            last = self.batches[-1]
-            total.considered, total.decisions = last.considered, dict(last.decisions)
-            total.stopped, total.budget_reached = last.stopped, last.budget_reached
-            total.estimate = last.estimate
-        return total
+        return combined(self.batches)
 
     def counters(self) -> dict[str, float | None]:
         return merge_counters(
@@ -113,19 +85,6 @@ def more_to_do(batch: ExtractSummary) -> bool:
         and batch.taken > 0
         and batch.decisions.get("over_run_limit", 0) > 0
     )
-
-
-def wait_then_again(settings: Options, batch: ExtractSummary) -> bool:
-    """With ``--wait`` (openai-batch), wait for the batches still running to end; True when
-    there were some (the next batch's run applies them and goes on)."""
-    running = batch.batched or batch.batches_open  # submitted now, or still open before
-    if not (settings.wait and running) or settings.dry_run:
-        return False
-    return wait_for_batches(Settings.from_options(settings), say=_say) > 0
-
-
-def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 def backfill_job(settings: Settings, runner: Runner | None = None) -> BackfillSummary:

@@ -35,6 +35,7 @@ from memkiln.llm.choice import make_backend
 from memkiln.llm.engine import Extraction, Plan, policy_from
 from memkiln.llm.units import Dispatch
 from memkiln.pipeline.runner import LocalRunner, Runner
+from memkiln.pipeline.waiting import until_applied
 from memkiln.settings import Settings
 from memkiln.transforms.summaries import ExtractSummary, extract_section, notes
 
@@ -126,8 +127,12 @@ def extract_job(settings: Settings, runner: Runner | None = None) -> ExtractSumm
     """``memkiln extract``: the phase alone, the store held."""
     runner = runner or LocalRunner()
     with hold_store(settings.db), runner.guarded():
-        summary = runner.phase(
-            extract, settings, parent_run_id=None, reporter=Reporter(enabled=settings.progress)
+        reporter = Reporter(enabled=settings.progress)
+        summary = until_applied(
+            lambda spent: runner.phase(
+                extract, settings, parent_run_id=None, reporter=reporter, spent_before=spent
+            ),
+            settings,
         )
     runner.report("memkiln extract", [extract_section(summary)], notes(extract=summary))
     return summary
