@@ -195,6 +195,8 @@ def console(args: argparse.Namespace) -> None:
                 run = backfill(work, runner, fake, args, runner)
                 log = list(window.log)
                 most = fake.max_in_flight
+            if args.timeline:  # each admission: seconds from the first, and its tokens
+                print(runner, " ".join(f"{at - log[0][0]:.2f}:{t}" for at, t in log))
             first, last = log[0][0], log[-1][0]
             tokens = sum(t for _, t in log)
             received = len(log) + window.refused
@@ -229,11 +231,12 @@ def console(args: argparse.Namespace) -> None:
         "429/req",
         "ok",
         "failed",
+        "in flight",
         "span s",
         "strict",
         "over run",
     )
-    print("{:>7} {:>7} {:>9} {:>5} {:>8} {:>4} {:>7} {:>7} {:>7} {:>9}".format(*header))
+    print("{:>7} {:>7} {:>9} {:>5} {:>8} {:>4} {:>7} {:>9} {:>7} {:>7} {:>9}".format(*header))
     for r in rows:
         print(
             f"{r['runner']:>7} {r['s']:>7.1f} {r['received']:>9} {r['refused']:>5} "
@@ -255,6 +258,7 @@ def main() -> None:
     parser.add_argument("--modes", default="fixed,controller")
     parser.add_argument("--console", default=None, help="runners: none,thread,dask")
     parser.add_argument("--tmp", default=None, help="where the temporary folder goes")
+    parser.add_argument("--timeline", action="store_true", help="print each admission")
     args = parser.parse_args()
     if args.console:
         console(args)

@@ -28,6 +28,7 @@ from memkiln.flows.task_runners import (
 )
 from memkiln.io.jobs import Outcome
 from memkiln.llm.backends import Request
+from memkiln.llm.ratelimit import HOLD
 from memkiln.llm.units import (
     Group,
     Ready,
@@ -96,7 +97,7 @@ class Tasks:
         return [ready_from_wire(wire) for wire in future.result()]
 
     async def call(self, request: Request) -> Outcome:
-        wire = request_to_wire(request) | {"run": self.run}
+        wire = request_to_wire(request) | {"run": self.run, "hold": HOLD.get()}
         future = call_model_task.submit(wire, self.options, next(self._numbers))
         self._calls.add(future)
         try:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import time
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -18,9 +19,11 @@ from memkiln.io.rules import load_rules
 from memkiln.llm.ratelimit import (
     FIRST_IN_FLIGHT,
     GIVE_UP_AFTER,
+    HOLD,
     Pace,
     Seen,
     duration,
+    hold,
     seen_in,
 )
 from memkiln.llm.requests import build_requests, request_tokens
@@ -106,25 +109,66 @@ def test_a_call_that_starts_later_than_admitted_is_counted_from_its_start() -> N
     asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
 
 
-def test_requests_are_admitted_ahead_of_the_room_by_the_shortest_recent_delay() -> None:
+def test_a_request_is_admitted_ahead_of_its_room_and_held_until_the_windows_edge() -> None:
     # every call starts 1.5 s after its admission (a worker's queue): a request is admitted
-    # 1.5 s before the window has room, so the service sees it as the room comes
+    # 1.5 s before the window has room and its call holds until the room comes, so the
+    # service sees it at the window's edge
     async def scenario() -> None:
         clock = Clock()
         pace = Pace(16, clock=clock, wall=clock)
         first = await pace.admit(1_000)
+        assert HOLD.get() is None  # room now: sent at once
         clock.now = 102
         pace.settle(first, limits(2_000, 1_000, "10s"), started=at(101.5))
         second = await pace.admit(1_000)
         clock.now = 104
         pace.settle(second, limits(2_000, 0, "10s"), started=at(103.5))
-        assert pace.wait(clock.now, 1_000) == pytest.approx(101.5 + 10.02 - 1.5 - clock.now)
-        # not answered yet, a call is counted from its admission plus the longest delay
-        clock.now = 110.03
+        room = 101.5 + 10.02  # the first leaves the window 10 s after its call started
+        assert pace.wait(clock.now, 1_000) == pytest.approx(room - clock.now)
+        assert pace.ahead() == pytest.approx(1.5)
+        clock.now = room - 1.5 - 0.5  # too early still: admit would wait
+        assert pace.wait(clock.now, 1_000) > pace.ahead()
+        clock.now = room - 1.5 + 0.01
         third = await pace.admit(1_000)
-        assert pace.started(third) == pytest.approx(110.03 + 1.5)
+        assert third.sent == pytest.approx(room) and HOLD.get() == pytest.approx(room)
+        # not answered yet: counted from its room, or its admission plus the longest delay
+        assert pace.started(third) == pytest.approx(room + 0.01)
 
     asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
+
+
+def test_requests_admitted_during_a_pause_still_fit_the_window() -> None:
+    # admitted ahead of a pause's end, requests still need the window's room then: not
+    # every waiting request at once
+    async def scenario() -> None:
+        clock = Clock()
+        pace = Pace(16, clock=clock, wall=clock)
+        first = await pace.admit(1_000)
+        clock.now = 101
+        pace.settle(first, limits(2_000, 1_000, "10s"), started=at(100.5))
+        second = await pace.admit(1_000)
+        clock.now = 101.6
+        refused = limits(2_000, 1_000, "10s", limited=True, retry_after=1.0)
+        assert pace.settle(second, refused, started=at(101.5)) is True
+        assert pace.ahead() == pytest.approx(0.5) and pace.margin() == pytest.approx(1.02)
+        clock.now = 102.2  # the pause ends at 102.6: within the time a call takes to start
+        await pace.admit(1_000)
+        assert HOLD.get() == pytest.approx(102.6)  # held until the pause ends
+        # the window is full (the first and this one) until the first leaves it
+        assert pace.wait(clock.now, 1_000) == pytest.approx(100.5 + 11.02 - clock.now)
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
+
+
+def test_a_held_call_is_sent_at_the_wall_clock_time_it_was_given() -> None:
+    async def scenario() -> float:
+        until = time.time() + 0.2
+        await hold(until)
+        return time.time() - until
+
+    assert asyncio.run(scenario()) >= 0
+    asyncio.run(hold(None))  # nothing to wait for
+    asyncio.run(hold(time.time() - 5))  # already past
 
 
 def test_a_429_pauses_every_request_for_the_time_asked_and_halves_those_in_flight() -> None:
@@ -138,9 +182,10 @@ def test_a_429_pauses_every_request_for_the_time_asked_and_halves_those_in_fligh
         refused = seen_in({"retry-after-ms": "2500"}, limited=True, retry_after=2.5)
         assert pace.settle(tickets[0], refused) is True  # goes again
         assert pace.allowed == 4 and pace.rate_limited == 1
-        assert pace.wait(clock.now, 10) == pytest.approx(2.5)  # every request waits
+        assert pace.wait(clock.now, 10) == math.inf  # 7 in flight, 4 allowed
         for ticket in tickets[1:]:
             pace.settle(ticket, None)
+        assert pace.wait(clock.now, 10) == pytest.approx(2.5)  # every request waits
         clock.now += 2.5
         assert pace.wait(clock.now, 10) == 0
         # the quota spent: no wait makes it succeed
@@ -154,7 +199,7 @@ def test_a_429_pauses_every_request_for_the_time_asked_and_halves_those_in_fligh
     asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
 
 
-def test_a_429_the_log_did_not_foresee_keeps_requests_longer_in_it() -> None:
+def test_a_429_the_log_did_not_foresee_keeps_requests_longer_in_it_not_fewer_in_flight() -> None:
     # the requests reach the service later than they were admitted (a loaded machine, a
     # Dask worker's queue): the service still counts one the log let go
     async def scenario() -> None:
@@ -169,6 +214,8 @@ def test_a_429_the_log_did_not_foresee_keeps_requests_longer_in_it() -> None:
         refused = limits(2_000, 0, "9.9s", limited=True, retry_after=0.4)
         assert pace.settle(late, refused) is True
         assert pace.margin() == pytest.approx(0.42)
+        # the window is stated: the log paces the run, the requests in flight are not halved
+        assert pace.allowed == 4
         clock.now += 0.4  # the pause
         for _ in range(10):  # every answer after takes a hundredth off
             pace.settle(await pace.admit(0), None)
