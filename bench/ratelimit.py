@@ -194,9 +194,11 @@ def console(args: argparse.Namespace) -> None:
                 window = fake.limit(tokens=limit, window=args.window)
                 run = backfill(work, runner, fake, args, runner)
                 log = list(window.log)
+                refusals = list(window.refusals)
                 most = fake.max_in_flight
             if args.timeline:  # each admission: seconds from the first, and its tokens
                 print(runner, " ".join(f"{at - log[0][0]:.2f}:{t}" for at, t in log))
+                print(runner, "429 at", " ".join(f"{at - log[0][0]:.2f}" for at in refusals))
             first, last = log[0][0], log[-1][0]
             tokens = sum(t for _, t in log)
             received = len(log) + window.refused

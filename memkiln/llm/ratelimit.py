@@ -79,8 +79,8 @@ DEFAULT_RETRY_AFTER = 1.0
 #: A 429 the run's own log did not foresee (the requests reach the service later than they
 #: were admitted: a loaded machine, a Dask worker's queue) adds the time the service asked
 #: to wait, up to a quarter of the window; each answer after takes a hundredth off again.
-MARGIN_SECONDS = 0.02
-MARGIN_SHARE = 0.002
+MARGIN_SECONDS = 0.05
+MARGIN_SHARE = 0.005
 MARGIN_MOST = 0.25
 MARGIN_DECAY = 0.99
 

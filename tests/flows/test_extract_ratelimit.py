@@ -80,7 +80,7 @@ def test_a_few_requests_go_before_any_answer_then_the_stated_window_is_kept() ->
         clock.now = first[0].sent + 10 + 0.1
         assert pace.wait(clock.now, 1_000) == 0
         # a request larger than what the first ones free waits for the fifth too
-        assert pace.wait(clock.now, 4_500) == pytest.approx(fifth.sent + 10.02 - clock.now)
+        assert pace.wait(clock.now, 4_500) == pytest.approx(fifth.sent + 10.05 - clock.now)
 
     asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
 
@@ -104,7 +104,7 @@ def test_a_call_that_starts_later_than_admitted_is_counted_from_its_start() -> N
         pace.settle(prompt, limits(2_000, 0, "10s"), started=at(103))
         # the window is full until the late one leaves it: 10 s after it was sent, not
         # after it was admitted
-        assert pace.wait(clock.now, 1_000) == pytest.approx(102 + 10.02 - clock.now)
+        assert pace.wait(clock.now, 1_000) == pytest.approx(102 + 10.05 - clock.now)
 
     asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
 
@@ -123,7 +123,7 @@ def test_a_request_is_admitted_ahead_of_its_room_and_held_until_the_windows_edge
         second = await pace.admit(1_000)
         clock.now = 104
         pace.settle(second, limits(2_000, 0, "10s"), started=at(103.5))
-        room = 101.5 + 10.02  # the first leaves the window 10 s after its call started
+        room = 101.5 + 10.05  # the first leaves the window 10 s after its call started
         assert pace.wait(clock.now, 1_000) == pytest.approx(room - clock.now)
         assert pace.ahead() == pytest.approx(1.5)
         clock.now = room - 1.5 - 0.5  # too early still: admit would wait
@@ -150,12 +150,12 @@ def test_requests_admitted_during_a_pause_still_fit_the_window() -> None:
         clock.now = 101.6
         refused = limits(2_000, 1_000, "10s", limited=True, retry_after=1.0)
         assert pace.settle(second, refused, started=at(101.5)) is True
-        assert pace.ahead() == pytest.approx(0.5) and pace.margin() == pytest.approx(1.02)
+        assert pace.ahead() == pytest.approx(0.5) and pace.margin() == pytest.approx(1.05)
         clock.now = 102.2  # the pause ends at 102.6: within the time a call takes to start
         await pace.admit(1_000)
         assert HOLD.get() == pytest.approx(102.6)  # held until the pause ends
         # the window is full (the first and this one) until the first leaves it
-        assert pace.wait(clock.now, 1_000) == pytest.approx(100.5 + 11.02 - clock.now)
+        assert pace.wait(clock.now, 1_000) == pytest.approx(100.5 + 11.05 - clock.now)
 
     asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
 
@@ -207,19 +207,19 @@ def test_a_429_the_log_did_not_foresee_keeps_requests_longer_in_it_not_fewer_in_
         pace = Pace(4, clock=clock)
         first = await pace.admit(1_000)
         pace.settle(first, limits(2_000, 1_000, "10s"))
-        assert pace.margin() == pytest.approx(0.02)
+        assert pace.margin() == pytest.approx(0.05)
         await pace.admit(1_000)
         clock.now = first.sent + 10.06  # gone from the log: room for one more
         late = await pace.admit(1_000)
         refused = limits(2_000, 0, "9.9s", limited=True, retry_after=0.4)
         assert pace.settle(late, refused) is True
-        assert pace.margin() == pytest.approx(0.42)
+        assert pace.margin() == pytest.approx(0.45)
         # the window is stated: the log paces the run, the requests in flight are not halved
         assert pace.allowed == 4
         clock.now += 0.4  # the pause
         for _ in range(10):  # every answer after takes a hundredth off
             pace.settle(await pace.admit(0), None)
-        assert pace.margin() == pytest.approx(0.02 + 0.4 * 0.99**10)
+        assert pace.margin() == pytest.approx(0.05 + 0.4 * 0.99**10)
 
     asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
 
@@ -282,21 +282,23 @@ def run_tokens(s: Settings) -> int:
 def test_a_run_far_over_the_limit_completes_every_session_without_a_burst_of_429s(
     tmp_path: Path, fake_openai: FakeOpenAI, over_the_wire: bool
 ) -> None:
-    # 12 sessions, the server admitting a quarter of the run's tokens per 2 s window, 16
-    # allowed in flight: sent at once, 9 of the first 12 requests would be refused
+    # 12 sessions, the server admitting a third of the run's tokens per 2 s window (four
+    # requests: as many as go before the first answer; the requests differ by a token or
+    # two), 16 allowed in flight: sent at once, 8 of the first 12 requests would be refused
     make_archive(tmp_path / "archive", 12)
     s = settings(tmp_path, fake_openai)
     ingest_archive(s)
     fake_openai.token_counter = count_tokens
     fake_openai.latency = 0.2
-    window = fake_openai.limit(tokens=run_tokens(s) // 4, window=2.0)
+    window = fake_openai.limit(tokens=run_tokens(s) // 3 + 16, window=2.0)
     summary = extract_store(s, dispatch=Wire(s) if over_the_wire else None)
     assert summary.outcomes == {"succeeded": 12} and summary.sessions_failed == 0
     received = fake_openai.count("/chat/completions")
     assert len(window.log) == 12 and received == 12 + window.refused
-    # every refused request went again; a few at most (a request sent as its window ends
-    # may reach the server a moment before the window has room), never a burst
-    assert summary.rate_limited == window.refused < 12 // 4
+    # every refused request went again; a few at most, never a burst: the requests held
+    # until a window's edge go together, and on a loaded machine they may reach the server
+    # a moment before its window has room (one window's requests; the margin grows then)
+    assert summary.rate_limited == window.refused <= 12 // 3
     if over_the_wire:  # the calls' answers carried the limits back to the run's controller
         assert summary.requests == 12
 
