@@ -183,7 +183,7 @@ def off_the_worker_pool() -> None:
         get_worker()
     except ValueError:  # not in a Dask worker's task
         return
-    secede()
+    secede()  # type: ignore[no-untyped-call]  # distributed has no annotations here
 
 
 def _is_dask(runner: Any) -> bool:

@@ -343,14 +343,16 @@ class Pace:
         return again
 
     def _learn(self, ticket: Ticket, seen: Seen) -> None:
-        """The limits, the window and others' use, from an answer's headers."""
+        """The limits, the window and others' use, from an answer's headers (not others' use
+        from a 429's: it came a moment before requests left the service's window, those of
+        this run the log had let go too, and the pause it asked for covers them)."""
         self.limit_tokens = seen.limit_tokens
         self.limit_requests = seen.limit_requests
         resets = [r for r in (seen.reset_tokens, seen.reset_requests) if r]
         if resets:
             self.window = max(self.window or 0.0, *resets)
         at = self.started(ticket)
-        if self.window is None or at < self._last_seen_sent:
+        if self.window is None or seen.limited or at < self._last_seen_sent:
             return  # an older answer than one already read
         self._last_seen_sent = at
         # what this run had sent in the window when the service counted this request

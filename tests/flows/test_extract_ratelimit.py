@@ -160,6 +160,25 @@ def test_requests_admitted_during_a_pause_still_fit_the_window() -> None:
     asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
 
 
+def test_a_429_says_when_there_is_room_not_what_others_use() -> None:
+    # refused a moment before the run's previous request left the service's window: its
+    # headers count that request still, which is not someone else's use of the limit
+    async def scenario() -> None:
+        clock = Clock()
+        pace = Pace(16, clock=clock, wall=clock)
+        first = await pace.admit(2_000)
+        clock.now = 101
+        pace.settle(first, limits(2_000, 0, "10s"), started=at(100))
+        clock.now = 110.06  # gone from the log
+        early = await pace.admit(2_000)
+        clock.now = 110.07
+        refused = limits(2_000, 0, "10s", limited=True, retry_after=0.02)
+        assert pace.settle(early, refused, started=at(110.06)) is True
+        assert pace.wait(clock.now, 2_000) == pytest.approx(0.02)  # the pause, no more
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
+
+
 def test_a_held_call_is_sent_at_the_wall_clock_time_it_was_given() -> None:
     async def scenario() -> float:
         until = time.time() + 0.2
