@@ -159,7 +159,7 @@ def seen_in(
     )
 
 
-@dataclass
+@dataclass(eq=False)  # each call's own: equal figures are still two calls
 class Ticket:
     """A call admitted: when it may be sent (the pace's clock, and the wall clock), what it
     was counted for, when it was admitted, and, once answered, when the call started (the
