@@ -20,17 +20,28 @@ admissions cover: a run that sends everything at once uses one window). Run from
 repository root:
 
     python bench/ratelimit.py [--rollouts 40] [--window 10] [--share 6] [--latency 1]
+
+``--console none,thread,dask`` runs the acceptance instead, as a user runs it: the ``memkiln``
+console script (``memkiln backfill --backend openai``, a temporary ``MEMKILN_HOME``) against
+the local server, with Prefect off (``none``), on Prefect's thread runner or on a local Dask
+cluster. A first run with no limit counts the tokens of the whole backfill as the server
+counts them (every request: extraction and consolidation), the limit is a ``--share`` of
+them; then, per runner, a fresh store is backfilled at that limit and the server's own log
+gives what it admitted and refused.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import subprocess
 import sys
 import tempfile
 import time
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -59,7 +70,7 @@ class FixedPace(Pace):
     def wait(self, now: float, tokens: int, requests: int = 1) -> float:
         return 0.0
 
-    def settle(self, ticket: Ticket, seen: Seen | None) -> bool:
+    def settle(self, ticket: Ticket, seen: Seen | None, *, started: datetime | None = None) -> bool:
         self.in_flight -= 1
         return False
 
@@ -135,6 +146,107 @@ def measure(mode: str, base: Settings, work: Path, args: argparse.Namespace) -> 
     }
 
 
+MEMKILN = str(Path(sys.executable).with_name("memkiln"))
+
+
+def backfill(
+    work: Path, name: str, fake: FakeOpenAI, args: argparse.Namespace, runner: str
+) -> dict[str, Any]:
+    """``memkiln backfill`` through the console script into a fresh home under ``work``."""
+    home = work / name
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MEMKILN_")}
+    env |= {"MEMKILN_HOME": str(home), "OPENAI_API_KEY": "sk-local"}
+    command = [
+        MEMKILN, "backfill", "--archive", str(work / "archive"), "--db", str(home / "m.duckdb"),
+        "--out", str(home / "memories"), "--backend", "openai", "--base-url", fake.base_url,
+        "--model", "gpt-4.1-mini", "--min-idle-hours", "0", "--concurrency",
+        str(args.concurrency), "--no-progress", "--json",
+    ]  # fmt: skip
+    if runner == "none":
+        command.append("--no-prefect")
+    else:
+        command += ["--prefect", "--task-runner", runner]
+    started = time.monotonic()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    ended = time.monotonic()
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"memkiln backfill exited {done.returncode}: {done.stderr[-2000:]}")
+    counters = json.loads(done.stdout)
+    return {"started": started, "ended": ended, "counters": counters}
+
+
+def console(args: argparse.Namespace) -> None:
+    """The acceptance as a user runs it (see the module's docstring)."""
+    load = " ".join(f"{x:.2f}" for x in os.getloadavg())
+    at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="memkiln-bench-ratelimit-", dir=args.tmp) as tmp:
+        work = Path(tmp)
+        make_archive(work / "archive", args.rollouts)
+        with FakeOpenAI() as fake:  # the run's tokens as the server counts them
+            counted = fake.limit(tokens=2**62, window=args.window)
+            backfill(work, "count", fake, args, "none")
+            total = sum(t for _, t in counted.log)
+            requests = len(counted.log)
+        limit = total // args.share
+        for runner in args.console.split(","):
+            with FakeOpenAI(latency=args.latency) as fake:
+                window = fake.limit(tokens=limit, window=args.window)
+                run = backfill(work, runner, fake, args, runner)
+                log = list(window.log)
+                refusals = list(window.refusals)
+                most = fake.max_in_flight
+            if args.timeline:  # each admission: seconds from the first, and its tokens
+                print(runner, " ".join(f"{at - log[0][0]:.2f}:{t}" for at, t in log))
+                print(runner, "429 at", " ".join(f"{at - log[0][0]:.2f}" for at in refusals))
+            first, last = log[0][0], log[-1][0]
+            tokens = sum(t for _, t in log)
+            received = len(log) + window.refused
+            rows.append(
+                {
+                    "runner": runner,
+                    "s": run["ended"] - run["started"],
+                    "received": received,
+                    "refused": window.refused,
+                    "ok": run["counters"].get("sessions_succeeded", 0),
+                    "failed": run["counters"].get("sessions_failed", 0),
+                    "span": last - first,
+                    "most": most,
+                    "strict": tokens / (limit * (last - first + args.window) / args.window),
+                    "over_run": tokens / (limit * (run["ended"] - first) / args.window),
+                }
+            )
+    print(
+        f"machine: {platform.machine()}, Python {platform.python_version()}, {os.cpu_count()} cores"
+    )
+    print(f"run started {at}, load average then {load} (1, 5, 15 min)")
+    print(
+        f"{args.rollouts} sessions: {requests} requests, {total:,} tokens as the server counts "
+        f"them; limit {limit:,} tokens per {args.window:g} s (/ {args.share}), latency "
+        f"{args.latency:g} s, --concurrency {args.concurrency}"
+    )
+    header = (
+        "runner",
+        "wall s",
+        "requests",
+        "429s",
+        "429/req",
+        "ok",
+        "failed",
+        "in flight",
+        "span s",
+        "strict",
+        "over run",
+    )
+    print("{:>7} {:>7} {:>9} {:>5} {:>8} {:>4} {:>7} {:>9} {:>7} {:>7} {:>9}".format(*header))
+    for r in rows:
+        print(
+            f"{r['runner']:>7} {r['s']:>7.1f} {r['received']:>9} {r['refused']:>5} "
+            f"{r['refused'] / r['received']:>8.1%} {r['ok']:>4} {r['failed']:>7} {r['most']:>9} "
+            f"{r['span']:>7.2f} {r['strict']:>7.1%} {r['over_run']:>9.1%}"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -146,7 +258,13 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--max-retries", type=int, default=4, help="the client's (default 4)")
     parser.add_argument("--modes", default="fixed,controller")
+    parser.add_argument("--console", default=None, help="runners: none,thread,dask")
+    parser.add_argument("--tmp", default=None, help="where the temporary folder goes")
+    parser.add_argument("--timeline", action="store_true", help="print each admission")
     args = parser.parse_args()
+    if args.console:
+        console(args)
+        return
 
     load = " ".join(f"{x:.2f}" for x in os.getloadavg())
     at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())

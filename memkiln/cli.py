@@ -127,6 +127,7 @@ def extract(as_json: opt.JsonOpt = False, **given: Any) -> int:
 
     Each session is extracted once per version; an interrupted run is resumed by the next.
     Outcomes (succeeded, succeeded_no_output, failed with a reason) are in stage1_attempts.
+    With --backend openai-batch, --wait submits, polls and applies until every batch ended.
     """
     from memkiln.transforms.summaries import extract_section, notes, run_exit_code
 
@@ -153,6 +154,7 @@ def run(as_json: opt.JsonOpt = False, **given: Any) -> int:
     (then, with --publish, place them where the agents named load memory).
 
     This is what a scheduler runs each night (system cron, or 'memkiln serve').
+    With --backend openai-batch, --wait submits, polls and applies until every batch ended.
     """
     from memkiln.pipeline.run import run_job, run_report
     from memkiln.transforms.summaries import run_exit_code

@@ -307,9 +307,10 @@ RUNNER = ("progress", "prefect", "task_runner", "dask_address", "config")
 
 #: Each command's options, in the order its help lists them.
 INGEST_OPTIONS = ("archive", "db", *READ, *RUNNER)
-EXTRACT_OPTIONS = ("db", *MODEL, *SELECT, *CALLS, *COST, "as_json", *RUNNER)
+EXTRACT_OPTIONS = ("db", *MODEL, *SELECT, *CALLS, *COST, *WAIT, "as_json", *RUNNER)
 RUN_OPTIONS = (
-    "archive", "db", "out", *READ, *MODEL, *SELECT, *CALLS, *COST, *PUBLISH, "as_json", *RUNNER,
+    "archive", "db", "out", *READ, *MODEL, *SELECT, *CALLS, *COST, *PUBLISH, *WAIT, "as_json",
+    *RUNNER,
 )  # fmt: skip
 BACKFILL_OPTIONS = (
     "archive", "since", "until", "db", "out", *READ, *MODEL, *SELECT[2:], *CALLS, *COST, *WAIT,

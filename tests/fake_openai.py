@@ -39,8 +39,9 @@ Standalone, for manual use and for tests that drive another process::
 
 prints ``READY http://127.0.0.1:PORT/v1`` on one line and serves until killed (with
 ``--limit-tokens`` / ``--limit-requests``, then ``LIMITS`` and a JSON object of what the window
-admitted and refused); with ``--log``
-it appends one JSON line per request received (``path``, ``method``, ``rollout_hint`` = the
+admitted and refused); ``--batch-polls N``: a new batch is seen ``in_progress`` by N polls;
+``--fail-containing TEXT``: a request (or a batch's line) whose last user message holds TEXT
+gets a 400; with ``--log`` it appends one JSON line per request received (``path``, ``method``, ``rollout_hint`` = the
 first 200 characters of the last user message), written when the request arrives.
 """
 
@@ -541,9 +542,10 @@ class SlidingWindow:
         self.window = window
         self._admitted: deque[tuple[float, int]] = deque()
         self._lock = threading.Lock()
-        #: every admission ``(time, tokens)`` and the number of requests refused
+        #: every admission ``(time, tokens)``, the number of requests refused and when
         self.log: list[tuple[float, int]] = []
         self.refused = 0
+        self.refusals: list[float] = []
 
     def _expire(self, now: float) -> None:
         while self._admitted and self._admitted[0][0] + self.window <= now:
@@ -575,6 +577,7 @@ class SlidingWindow:
                 self.log.append((now, tokens))
             else:
                 self.refused += 1
+                self.refusals.append(now)
             return admitted, max(waits, default=0.0), self._headers(now)
 
     def _headers(self, now: float) -> dict[str, str]:
@@ -1232,6 +1235,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--limit-tokens", type=int, default=None, help="tokens per window")
     parser.add_argument("--limit-requests", type=int, default=None, help="requests per window")
     parser.add_argument("--window", type=float, default=60.0, help="the limits' window, s")
+    parser.add_argument(
+        "--batch-polls", type=int, default=0, help="polls of a new batch that see in_progress"
+    )
+    parser.add_argument(
+        "--fail-containing",
+        default=None,
+        help="a request whose last user message contains this text gets a 400",
+    )
     args = parser.parse_args(argv)
     default = Reply(
         kind=args.mode,
@@ -1247,6 +1258,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     if args.limit_tokens is not None or args.limit_requests is not None:
         fake.limit(tokens=args.limit_tokens, requests=args.limit_requests, window=args.window)
+    fake.batch_polls_in_progress = args.batch_polls
+    if args.fail_containing is not None:
+        marker = args.fail_containing
+        fake.route(
+            lambda body: Reply("status", status=400) if marker in last_user_text(body) else None
+        )
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: object) -> None:

@@ -19,8 +19,15 @@ from prefect import task
 from prefect.cache_policies import NO_CACHE
 from prefect.futures import PrefectFuture
 
-from memkiln.flows.task_runners import current_runner, on_workers, parallelism, stopped_with
+from memkiln.flows.task_runners import (
+    current_runner,
+    off_the_worker_pool,
+    on_workers,
+    parallelism,
+    stopped_with,
+)
 from memkiln.llm.backends import Request
+from memkiln.llm.ratelimit import HOLD
 from memkiln.llm.units import (
     Group,
     Ready,
@@ -61,7 +68,9 @@ def render_sessions_task(
 )
 def call_model_task(request: dict[str, Any], options: Options, index: int) -> dict[str, Any]:
     """One stage-one request sent to the model, its answer parsed and judged (never retried
-    as a task: a request is charged once; the client retries 429 and 5xx itself)."""
+    as a task: a request is charged once; the client retries 429 and 5xx itself). On a
+    Dask worker it waits off the worker's thread pool."""
+    off_the_worker_pool()
     return call_wire(request, options)
 
 
@@ -88,7 +97,7 @@ class Tasks:
         return [ready_from_wire(wire) for wire in future.result()]
 
     async def call(self, request: Request) -> Outcome:
-        wire = request_to_wire(request) | {"run": self.run}
+        wire = request_to_wire(request) | {"run": self.run, "hold": HOLD.get()}
         future = call_model_task.submit(wire, self.options, next(self._numbers))
         self._calls.add(future)
         try:

@@ -169,6 +169,23 @@ def on_workers(runner: Any, function: Callable[..., object], *args: object) -> N
         runner.client.run(function, *args, on_error="ignore")
 
 
+def off_the_worker_pool() -> None:
+    """On a Dask worker, leave its thread pool (``distributed.secede``, as Dask advises for a
+    task that waits on something else): a model call waits on the service, not the CPU, so
+    the requests in flight are those the run's pace admits (up to ``--concurrency``), not one
+    per worker thread, and the worker's thread takes the next task meanwhile. Elsewhere
+    (the thread runner, this process), nothing."""
+    try:
+        from distributed import get_worker, secede
+    except ImportError:  # pragma: no cover - a dependency of memkiln
+        return
+    try:
+        get_worker()
+    except ValueError:  # not in a Dask worker's task
+        return
+    secede()  # type: ignore[no-untyped-call]  # distributed has no annotations here
+
+
 def _is_dask(runner: Any) -> bool:
     return any(c.__name__ == "DaskTaskRunner" for c in type(runner).__mro__)
 

@@ -7,16 +7,28 @@ Every answer of an OpenAI-compatible service may carry its limits
 sending loop's, in the flow's process, whatever runs the calls: this process, threads or Dask
 workers, which send each answer's ``Seen`` back with its outcome):
 
-- the first request goes alone; its answer tells whether the service states limits;
+- the first few requests (``FIRST_IN_FLIGHT``) go before any answer, as a connection starts
+  with a window of several segments: the first answer tells whether the service states
+  limits, and a service that does admits a few requests at once (a limit of one request
+  costs at most that many 429s, once);
 - the service's window is taken as the longest reset time it stated (a request admitted into
   an empty window resets it that long after); the run keeps its own log of what it sent
   (each request counted for its input plus the most output it may produce, as providers count
   it), and a request is admitted when the log's requests and tokens of the last window, plus
   what the service counted for others at the last answer, leave room for it (a request
   leaves the log a margin after the window: more after 429s the log did not foresee);
-- a 429 pauses the whole run for the time the service asked, the request goes again once
-  admitted, and the requests allowed in flight are halved (one more for each answer after,
-  up to ``--concurrency``, the ceiling); a request fails ``rate_limited`` only when the
+- a request is sent at the window's edge: admitted in the flow's process, a call starts
+  later (a Prefect task, a Dask worker's queue, a loaded machine), so a request is admitted
+  ahead of the room by the longest recent delay from admission to a call's start (at most a
+  quarter of the window) and its call holds until the room comes (``HOLD``, the wall-clock
+  time the dispatch waits for before the call: ``hold``), and is counted from when its call
+  started (the outcome's ``started_at``; not answered yet: from the room, or its admission
+  plus the longest recent delay if later);
+- a 429 pauses the whole run for the time the service asked and the request goes again once
+  admitted; when the service states no window, the requests allowed in flight are halved too
+  (one more for each answer after, up to ``--concurrency``, the ceiling): with a stated
+  window the log paces the run, and a 429 there says the log was early (its margin grows,
+  above), not that too many were in flight; a request fails ``rate_limited`` only when the
   service refuses the run's requests many times in a row, refuses that one request many
   times, states a limit it alone passes, or says the quota is spent.
 
@@ -32,7 +44,9 @@ import re
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from contextvars import ContextVar
 from dataclasses import asdict, dataclass
+from datetime import datetime
 from typing import Any
 
 #: The service refused this many requests in a row (429s, run-wide, with no answer between;
@@ -40,6 +54,24 @@ from typing import Any
 GIVE_UP_AFTER = 20
 #: A request refused this many times fails ``rate_limited`` (a limit it alone passes).
 TRIES_PER_REQUEST = 6
+#: Requests in flight before the first answer (then ``--concurrency``, or what it states).
+FIRST_IN_FLIGHT = 4
+#: How many of the last calls' delays (admission to the call's start) are remembered.
+DELAYS_KEPT = 32
+#: A request is admitted ahead of its room by at most this share of the window.
+AHEAD_MOST = 0.25
+
+#: The wall-clock time before which the call just admitted (``Pace.admit``, in this task's
+#: context) must not be sent; None: at once. The dispatch reads it (``hold``).
+HOLD: ContextVar[float | None] = ContextVar("memkiln_hold", default=None)
+
+
+async def hold(until: float | None) -> None:
+    """Wait until the wall-clock time ``until`` (None or past: not at all)."""
+    if until is not None and until > time.time():
+        await asyncio.sleep(until - time.time())
+
+
 #: The pause after a 429 that names no time.
 DEFAULT_RETRY_AFTER = 1.0
 #: Added to the window before a request sent leaves it: the service counts a request from
@@ -127,23 +159,38 @@ def seen_in(
     )
 
 
-@dataclass
+@dataclass(eq=False)  # each call's own: equal figures are still two calls
 class Ticket:
-    """A call admitted: when, and what it was counted for."""
+    """A call admitted: when it may be sent (the pace's clock, and the wall clock), what it
+    was counted for, when it was admitted, and, once answered, when the call started (the
+    pace's clock)."""
 
     sent: float
     tokens: int
     requests: int
+    wall: float = 0.0
+    start: float | None = None
+    admitted: float = 0.0
+    admitted_wall: float = 0.0
 
 
 class Pace:
     """The run's controller (see the module's docstring); ``ceiling``: ``--concurrency``."""
 
-    def __init__(self, ceiling: int, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self,
+        ceiling: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall: Callable[[], float] = time.time,
+    ) -> None:
         self.ceiling = ceiling
         self.clock = clock
-        #: requests allowed in flight (AIMD); one until the first answer
-        self.allowed = 1.0
+        self.wall = wall
+        #: requests allowed in flight (AIMD); a few until the first answer
+        self.allowed = float(min(ceiling, FIRST_IN_FLIGHT))
+        #: the last calls' delays from their admission to their start
+        self.delays: deque[float] = deque(maxlen=DELAYS_KEPT)
         self.known = False
         self.in_flight = 0
         self.window: float | None = None
@@ -169,12 +216,20 @@ class Pace:
         while True:
             now = self.clock()
             wait = self.wait(now, tokens, requests)
-            if wait <= 0:
-                ticket = Ticket(now, tokens, requests)
+            ahead = self.ahead()
+            if wait <= ahead:  # sent once the room comes (now, or held until then)
+                wall = self.wall()
+                room = max(0.0, wait)
+                ticket = Ticket(
+                    now + room, tokens, requests, wall=wall + room, admitted=now,
+                    admitted_wall=wall,
+                )  # fmt: skip
+                HOLD.set(ticket.wall if room > 0 else None)
                 self._log.append(ticket)
                 self.in_flight += 1
                 self.admitted += 1
                 return ticket
+            wait -= ahead
             self._changed.clear()
             timeout = None if math.isinf(wait) else wait
             with contextlib.suppress(TimeoutError):
@@ -183,23 +238,24 @@ class Pace:
     def wait(self, now: float, tokens: int, requests: int = 1) -> float:
         """Seconds before a call of ``tokens`` and ``requests`` may be sent (``inf``: until an
         answer comes; 0: now)."""
-        if now < self.paused_until:
-            return self.paused_until - now
+        paused = max(0.0, self.paused_until - now)  # and the log must have room then
         if self.in_flight >= max(1, math.floor(self.allowed)):
             return math.inf
         if self.window is None:
-            return 0.0
+            return paused
         keep = self.window + self.margin()
-        while self._log and self._log[0].sent + keep <= now:
-            self._log.popleft()
+        while self._log and self.started(self._log[0]) + keep <= now:
+            self._log.popleft()  # gone from the service's window
+        log = sorted(((self.started(t) + keep, t) for t in self._log), key=lambda lt: lt[0])
+        log = [(leaves, t) for leaves, t in log if leaves > now]
         others_tokens, others_requests, others_at = self._others
         if now >= others_at + keep:  # what others used then has left the window since
             others_tokens = others_requests = 0
-        waits = [0.0]
-        sent = [t.sent + keep for t in self._log]  # when each leaves the window
+        waits = [paused]
+        sent = [leaves for leaves, _ in log]  # when each leaves the window
         for limit, need, others, sizes in (
-            (self.limit_tokens, tokens, others_tokens, [t.tokens for t in self._log]),
-            (self.limit_requests, requests, others_requests, [t.requests for t in self._log]),
+            (self.limit_tokens, tokens, others_tokens, [t.tokens for _, t in log]),
+            (self.limit_requests, requests, others_requests, [t.requests for _, t in log]),
         ):
             if limit is None:
                 continue
@@ -218,6 +274,23 @@ class Pace:
                 waits.append(max(sent[-1], others_at + keep if others else 0.0) - now)
         return max(waits)
 
+    def started(self, ticket: Ticket) -> float:
+        """When ``ticket``'s call started (not answered yet: when it may be sent, or its
+        admission plus the longest recent delay if later)."""
+        if ticket.start is not None:
+            return ticket.start
+        return max(ticket.sent, ticket.admitted + self.delays_most())
+
+    def delays_most(self) -> float:
+        return max(self.delays, default=0.0)
+
+    def ahead(self) -> float:
+        """How long before its room a request is admitted: the longest recent delay from
+        admission to a call's start, at most a quarter of the window (0 before it is known)."""
+        if self.window is None:
+            return 0.0
+        return min(self.delays_most(), AHEAD_MOST * self.window)
+
     def margin(self) -> float:
         """Seconds after the window before a request sent leaves the run's log."""
         window = self.window or 0.0
@@ -225,11 +298,16 @@ class Pace:
 
     # -- answers -----------------------------------------------------------------------------
 
-    def settle(self, ticket: Ticket, seen: Seen | None) -> bool:
-        """A call admitted with ``ticket`` ended, its last answer ``seen``; True when it was
-        refused for a rate limit and must go again."""
+    def settle(self, ticket: Ticket, seen: Seen | None, *, started: datetime | None = None) -> bool:
+        """A call admitted with ``ticket`` ended, its last answer ``seen``, the call started
+        at ``started`` (None: when admitted); True when it was refused for a rate limit and
+        must go again."""
         now = self.clock()
         self.in_flight -= 1
+        if started is not None:
+            at = started.timestamp()
+            ticket.start = ticket.sent + max(0.0, min(at - ticket.wall, now - ticket.sent))
+            self.delays.append(max(0.0, min(at - ticket.admitted_wall, now - ticket.admitted)))
         first = not self.known
         self.known = True
         again = False
@@ -240,7 +318,8 @@ class Pace:
             pause = DEFAULT_RETRY_AFTER if with_time is None else max(0.0, with_time)
             self.paused_until = max(self.paused_until, now + pause)
             self.paused = max(self.paused, pause)
-            self.allowed = max(1.0, self.allowed / 2)
+            if self.window is None:  # no stated window: fewer in flight is all there is
+                self.allowed = max(1.0, self.allowed / 2)
             if ticket in self._log:  # refused: the service did not count it
                 self._log.remove(ticket)
             if self.window is not None and with_time is not None:  # the log said room
@@ -264,17 +343,21 @@ class Pace:
         return again
 
     def _learn(self, ticket: Ticket, seen: Seen) -> None:
-        """The limits, the window and others' use, from an answer's headers."""
+        """The limits, the window and others' use, from an answer's headers (not others' use
+        from a 429's: it came a moment before requests left the service's window, those of
+        this run the log had let go too, and the pause it asked for covers them)."""
         self.limit_tokens = seen.limit_tokens
         self.limit_requests = seen.limit_requests
         resets = [r for r in (seen.reset_tokens, seen.reset_requests) if r]
         if resets:
             self.window = max(self.window or 0.0, *resets)
-        if self.window is None or ticket.sent < self._last_seen_sent:
+        at = self.started(ticket)
+        if self.window is None or seen.limited or at < self._last_seen_sent:
             return  # an older answer than one already read
-        self._last_seen_sent = ticket.sent
+        self._last_seen_sent = at
         # what this run had sent in the window when the service counted this request
-        mine = [t for t in self._log if ticket.sent - self.window < t.sent <= ticket.sent]
+        # (a call not answered yet may have started as early as it was let go)
+        mine = [t for t in self._log if at - self.window < _earliest(t) <= at]
         others_tokens = others_requests = 0
         if seen.limit_tokens is not None and seen.remaining_tokens is not None:
             used = seen.limit_tokens - seen.remaining_tokens
@@ -282,4 +365,9 @@ class Pace:
         if seen.limit_requests is not None and seen.remaining_requests is not None:
             used = seen.limit_requests - seen.remaining_requests
             others_requests = max(0, used - sum(t.requests for t in mine))
-        self._others = (others_tokens, others_requests, ticket.sent)
+        self._others = (others_tokens, others_requests, at)
+
+
+def _earliest(ticket: Ticket) -> float:
+    """The earliest its call may have started: when it did, else when it was let go."""
+    return ticket.start if ticket.start is not None else ticket.sent

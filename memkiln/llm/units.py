@@ -36,6 +36,7 @@ from memkiln.io.loader import frame_from_ipc, frame_to_ipc
 from memkiln.io.rules import load_rules
 from memkiln.llm.backends import Backend, Request
 from memkiln.llm.choice import make_backend
+from memkiln.llm.ratelimit import HOLD, hold
 from memkiln.llm.requests import render_requests
 from memkiln.settings import Options, Settings
 from memkiln.transforms.chunks import Chunk
@@ -83,7 +84,10 @@ class Dispatch(Protocol):
         """Render ``group`` (blocking; called from a worker thread)."""
         ...
 
-    async def call(self, request: Request) -> Outcome: ...
+    async def call(self, request: Request) -> Outcome:
+        """Send ``request``, not before the wall-clock time the run's pace set in this
+        task's ``memkiln.llm.ratelimit.HOLD`` (the window's edge), and judge its answer."""
+        ...
 
     def running(self) -> AbstractContextManager[None]:
         """Around the sending of a run that has sessions to send (in the main thread)."""
@@ -153,6 +157,7 @@ class Local:
         return render_group(group, settings=self.settings, rules=self.rules, backend=self.backend)
 
     async def call(self, request: Request) -> Outcome:
+        await hold(HOLD.get())  # sent at the window's edge (``memkiln.llm.ratelimit``)
         return await extract_one(self.backend, request, rules=self.rules)
 
     def running(self) -> AbstractContextManager[None]:
@@ -186,7 +191,12 @@ def call_wire(request: dict[str, Any], options: Options) -> dict[str, Any]:
     backend = _kept_backend(options, rules)
     decoded = request_from_wire(request)
     run = str(request.get("run", ""))
-    outcome = asyncio.run(_stoppable(run, extract_one(backend, decoded, rules=rules)))
+
+    async def call() -> Outcome:
+        await hold(request.get("hold"))  # sent at the window's edge (``memkiln.llm.ratelimit``)
+        return await extract_one(backend, decoded, rules=rules)
+
+    outcome = asyncio.run(_stoppable(run, call()))
     return outcome_to_wire(outcome or stopped(decoded))
 
 

@@ -17,17 +17,16 @@ here imports Prefect.
 """
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
-import sys
 from dataclasses import dataclass, field
 from typing import TypeVar
 
 from memkiln.io.progress import Reporter
-from memkiln.llm.batch import wait_for_batches
 from memkiln.pipeline.consolidate import consolidate
 from memkiln.pipeline.extract import extract
 from memkiln.pipeline.ingest import ingest
 from memkiln.pipeline.run import Phases, dry_run_estimate, merge_counters, whole_job
 from memkiln.pipeline.runner import LocalRunner, Runner
+from memkiln.pipeline.waiting import combined, wait_then_again
 from memkiln.settings import Options, Settings
 from memkiln.transforms.estimate import Estimate
 from memkiln.transforms.report import Section
@@ -57,34 +56,7 @@ class BackfillSummary:
     @property
     def extract(self) -> ExtractSummary:
         """The rounds as one extraction: counts added up, the last round's stop reason."""
-        total = ExtractSummary(run_id=self.rounds[-1].run_id if self.rounds else "")
-        for one in self.rounds:
-            total.taken += one.taken
-            total.batched += one.batched
-            total.batches_open = one.batches_open
-            total.requests += one.requests
-            total.input_tokens += one.input_tokens
-            total.output_tokens += one.output_tokens
-            total.cost_usd += one.cost_usd
-            total.price_known = total.price_known and one.price_known
-            total.orphans_taken_over += one.orphans_taken_over
-            for key, n in one.outcomes.items():
-                total.outcomes[key] = total.outcomes.get(key, 0) + n
-            total.sessions_failed += one.sessions_failed
-            total.sessions_chunked += one.sessions_chunked
-            total.chunk_requests += one.chunk_requests
-            total.merge_requests += one.merge_requests
-            total.chunks_cut += one.chunks_cut
-            total.rate_limited += one.rate_limited
-            total.reserved_usd = max(total.reserved_usd, one.reserved_usd)
-        if self.rounds:
-            total.budget_usd = self.rounds[0].budget_usd
-            total.spent_before_usd = self.rounds[0].spent_before_usd
-            last = self.rounds[-1]
-            total.considered, total.decisions = last.considered, dict(last.decisions)
-            total.stopped, total.budget_reached = last.stopped, last.budget_reached
-            total.estimate = last.estimate
-        return total
+        return combined(self.rounds)
 
     def counters(self) -> dict[str, float | None]:
         return merge_counters(
@@ -114,19 +86,6 @@ def more_to_do(extracted: ExtractSummary) -> bool:
         and extracted.taken > 0
         and extracted.decisions.get("over_run_limit", 0) > 0
     )
-
-
-def wait_then_again(settings: Options, extracted: ExtractSummary) -> bool:
-    """With ``--wait`` (openai-batch), wait for the Batch API jobs still running to end; True
-    when there were some (the next round applies them and goes on)."""
-    running = extracted.batched or extracted.batches_open  # submitted now, or still open before
-    if not (settings.wait and running) or settings.dry_run:
-        return False
-    return wait_for_batches(Settings.from_options(settings), say=_say) > 0
-
-
-def _say(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
 
 
 def backfill_job(settings: Settings, runner: Runner | None = None) -> BackfillSummary:

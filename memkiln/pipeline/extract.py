@@ -36,6 +36,7 @@ from memkiln.llm.choice import make_backend
 from memkiln.llm.units import Dispatch
 from memkiln.pipeline.extract_steps import Extraction, Plan, policy_from
 from memkiln.pipeline.runner import LocalRunner, Runner
+from memkiln.pipeline.waiting import until_applied
 from memkiln.settings import Settings
 from memkiln.transforms.summaries import ExtractSummary, extract_section, notes
 
@@ -127,8 +128,12 @@ def extract_job(settings: Settings, runner: Runner | None = None) -> ExtractSumm
     """``memkiln extract``: the phase alone, the store held."""
     runner = runner or LocalRunner()
     with hold_store(settings.db), runner.guarded():
-        summary = runner.phase(
-            extract, settings, parent_run_id=None, reporter=Reporter(enabled=settings.progress)
+        reporter = Reporter(enabled=settings.progress)
+        summary = until_applied(
+            lambda spent: runner.phase(
+                extract, settings, parent_run_id=None, reporter=reporter, spent_before=spent
+            ),
+            settings,
         )
     runner.report("memkiln extract", [extract_section(summary)], notes(extract=summary))
     return summary

@@ -255,7 +255,9 @@ class Sender:
             except BaseException:
                 self.pace.settle(ticket, None)
                 raise
-            again = self.pace.settle(ticket, Seen.from_wire(result.limits))
+            again = self.pace.settle(
+                ticket, Seen.from_wire(result.limits), started=result.started_at
+            )
             if not again or tries >= TRIES_PER_REQUEST or self.summary.stopped is not None:
                 return result
             self.summary.rate_limited += 1

@@ -2,7 +2,8 @@
 
 1. hold the store (one run per database at a time) and record the run
 2. ingest (new and changed files only)
-3. extract (eligible sessions whose stored output is not up to date)
+3. extract (eligible sessions whose stored output is not up to date); with ``--wait``
+   (openai-batch), until every Batch API job has ended and been applied
 4. consolidate (projects whose memories changed); a dry run estimates it instead
 5. with the ``publish`` setting: place the memory where the agents named load it
 6. close the run record with every phase's counters; report the summary
@@ -33,6 +34,7 @@ from memkiln.pipeline.extract import extract
 from memkiln.pipeline.ingest import check_archive, ingest
 from memkiln.pipeline.publish import publish
 from memkiln.pipeline.runner import LocalRunner, Runner
+from memkiln.pipeline.waiting import until_applied
 from memkiln.settings import Settings
 from memkiln.transforms.estimate import DEFAULT_STAGE_ONE_OUTPUT_TOKENS, Estimate
 from memkiln.transforms.publish import PublishSummary, publish_section
@@ -173,7 +175,7 @@ def run_job(settings: Settings, runner: Runner | None = None) -> RunSummary:
         phase = Phases(runner, settings, parent_run_id=summary.run_id, reporter=reporter)
         summary.ingest = phase(ingest)
         runner.log_phase(ingest_section(summary.ingest))
-        summary.extract = phase(extract)
+        summary.extract = until_applied(lambda spent: phase(extract, spent_before=spent), settings)
         runner.log_phase(extract_section(summary.extract))
         if settings.dry_run:  # no phase 2 files; its requests are estimated instead
             summary.estimate = dry_run_estimate(settings, summary.extract, run_id=summary.run_id)

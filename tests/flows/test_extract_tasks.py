@@ -21,6 +21,7 @@ from memkiln.flows.extract import extract_flow
 from memkiln.io.rules import load_rules
 from memkiln.io.store import open_store
 from memkiln.llm.backends import Request
+from memkiln.llm.ratelimit import HOLD
 from memkiln.llm.requests import build_requests
 from memkiln.llm.units import (
     Group,
@@ -67,7 +68,7 @@ class Wire:
 
     async def call(self, request: Request) -> Outcome:
         self.called += 1
-        wire = json.loads(json.dumps(request_to_wire(request)))
+        wire = json.loads(json.dumps(request_to_wire(request) | {"hold": HOLD.get()}))
         result = await asyncio.to_thread(call_wire, across(wire), across(self.options))
         return outcome_from_wire(json.loads(json.dumps(result)))
 
