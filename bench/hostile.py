@@ -193,10 +193,28 @@ EACH = (
     "session-100MiB.zst",
     "session-500MiB",
     "session-1000MiB",
+    "sessions-8x30MiB",
     "zeros-2GiB.zst",
     "repeated-1GiB.gz",
     "line-300MB",
 )
+
+
+def many_sessions(archive: Path, *, count: int, mib: int) -> list[str]:
+    """``count`` sessions of about ``mib`` MiB each (each under four windows of kept items,
+    so each is read whole): prepared together, a group of them would hold them all at once."""
+    sys.path.insert(0, str(REPO / "bench"))
+    import synth
+
+    synth.MIN_FILE = synth.MAX_FILE = mib * 1024 * 1024
+    ids = []
+    for i in range(count):
+        rel, body = synth.render_rollout(11, i)
+        path = archive / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(body)
+        ids.append(json.loads(body[: body.index(b"\n")])["payload"]["id"])
+    return ids
 
 
 def large_session(archive: Path, *, mib: int, zst: bool) -> tuple[str, int]:
@@ -233,7 +251,11 @@ def write_one(archive: Path, name: str) -> dict[str, object]:
     bombs = archive / "bombs"
     bombs.mkdir(parents=True, exist_ok=True)
     out: dict[str, object] = {"good": uid(0)}
-    if name.startswith("session-"):
+    if name.startswith("sessions-"):
+        count, mib = name.removeprefix("sessions-").removesuffix("MiB").split("x")
+        many = many_sessions(archive, count=int(count), mib=int(mib))
+        out.update({f"many{i}": sid for i, sid in enumerate(many)})
+    elif name.startswith("session-"):
         mib = int(name.removeprefix("session-").split("MiB")[0])
         sid, n = large_session(archive, mib=mib, zst=name.endswith(".zst"))
         out.update(large=sid, lines=n)
@@ -293,7 +315,7 @@ def run_each(names: list[str]) -> int:
                 result = run_memkiln(work / "archive", work, prefect=prefect)
                 text = str(result["stdout"]) + str(result["stderr"])
                 set_aside = [ln for ln in text.splitlines() if ln.startswith("set aside: ")]
-                good = [k for k in ("good", "good2") if k in kinds]
+                good = [k for k in kinds if k in ("good", "good2") or k.startswith("many")]
                 made = sum(stored_of(work / "memkiln.duckdb", str(kinds[k]))[2] for k in good)
                 large = "—"
                 if "large" in kinds:

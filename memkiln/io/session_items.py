@@ -58,6 +58,13 @@ def _filter_params() -> dict[str, object]:
     }
 
 
+def item_sizes(con: duckdb.DuckDBPyConnection, ids: list[str]) -> dict[str, int]:
+    """Each session's characters of items a model may be shown (``request_item_sizes``), as
+    the budget sizes them; a session with none is absent."""
+    sizes = fetch_pl(con, sql("request_item_sizes"), {"ids": ids, **_filter_params()})
+    return dict(zip(sizes["rollout_id"].to_list(), sizes["chars"].to_list(), strict=True))
+
+
 def read_kept_items(
     con: duckdb.DuckDBPyConnection,
     ids: list[str],

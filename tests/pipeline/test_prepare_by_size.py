@@ -1,0 +1,83 @@
+"""A group of sessions prepared together is read and rendered a run of sessions at a time
+when together they hold more than ``GROUP_HELD_CHARS``: what a prepare holds at once does
+not grow with the group, and every session gets the request and outcome it gets read whole."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import duckdb
+import pytest
+
+import memkiln.pipeline.extract_steps as extract_steps
+from memkiln.pipeline.extract import extract_store
+from memkiln.pipeline.ingest import ingest_archive
+from memkiln.settings import Settings
+from memkiln.transforms.session_window import by_size
+from tests.fake_openai import FakeOpenAI, last_user_text
+
+
+def test_runs_keep_the_order_and_stay_under_the_bound() -> None:
+    chars = {"a": 40, "b": 50, "c": 30, "d": 500, "e": 10}
+    assert by_size(list("abcde"), chars, window=1000, bound=100) == [
+        ["a", "b"],
+        ["c"],
+        ["d"],  # larger than the bound alone: a run of its own
+        ["e"],
+    ]
+    assert by_size(list("abcde"), chars, window=1000, bound=10_000) == [list("abcde")]
+    # a session past four windows is held as two windows
+    assert by_size(["x", "y"], {"x": 5_000, "y": 150}, window=1000, bound=2_100) == [["x"], ["y"]]
+    assert by_size(["x", "y"], {"x": 5_000, "y": 50}, window=1000, bound=2_100) == [["x", "y"]]
+    # sessions without items a model may be shown hold nothing
+    assert by_size(["p", "q"], {}, window=1000, bound=1) == [["p", "q"]]
+
+
+def _outputs(db: Path) -> list[tuple[object, ...]]:
+    with duckdb.connect(str(db), read_only=True) as con:
+        return con.execute(
+            "select rollout_id, raw_memory, rollout_summary from stage1_outputs order by 1"
+        ).fetchall()
+
+
+@pytest.mark.parametrize("backend", ["heuristic", "openai"])
+def test_a_group_read_in_runs_gets_the_same_requests_and_outputs(
+    backend: str,
+    sample_archive: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fake_openai: FakeOpenAI,
+) -> None:
+    def run(name: str, bound: int | None) -> tuple[list[tuple[object, ...]], list[str], int, int]:
+        if bound is not None:
+            monkeypatch.setattr(extract_steps, "GROUP_HELD_CHARS", bound)
+        reads: list[int] = []
+        real = extract_steps.read_sessions
+
+        def counted(cur: duckdb.DuckDBPyConnection, todo: object, **kw: object) -> object:
+            reads.append(todo.height)  # type: ignore[attr-defined]
+            return real(cur, todo, **kw)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(extract_steps, "read_sessions", counted)
+        settings = Settings(
+            archive=sample_archive,
+            db=tmp_path / f"{name}.duckdb",
+            backend=backend,
+            base_url=fake_openai.base_url,
+            backfill=True,
+            progress=False,
+        )
+        ingest_archive(settings)
+        start = len(fake_openai.requests)
+        taken = extract_store(settings).taken
+        sent = sorted(last_user_text(r["body"]) for r in fake_openai.requests[start:])
+        monkeypatch.undo()
+        return _outputs(settings.db), sent, len(reads), taken
+
+    whole, sent_whole, reads_whole, taken = run("whole", None)
+    runs, sent_runs, reads_runs, _ = run("runs", 1)  # every session a run of its own
+    assert reads_whole == 1 and reads_runs == taken > 1
+    assert runs == whole
+    assert sent_runs == sent_whole
+    if backend == "openai":
+        assert len(sent_whole) == taken
