@@ -117,7 +117,6 @@ BATCH_DECOMPRESSED_BYTES = 32 * 1024 * 1024
 LARGE_SESSION_WINDOW_CHARS = 16 * 1024 * 1024
 #: Characters of items in one piece of such a session read from the store.
 SESSION_PIECE_CHARS = 16 * 1024 * 1024
-#: Characters of kept items a group of sessions prepared together holds at most, as held
-#: (a session past four windows: two windows): a larger group is read and rendered in runs
-#: of sessions under this (a session larger alone, a run of its own).
+#: Characters of kept items a group of sessions prepared together holds at most once read (a
+#: session past four windows: two windows; a session larger alone is a group of its own).
 GROUP_HELD_CHARS = 4 * LARGE_SESSION_WINDOW_CHARS

@@ -35,7 +35,7 @@ from typing import Protocol
 import duckdb
 import polars as pl
 
-from memkiln.constants import FLUSH_OUTCOMES, FLUSH_SECONDS, PREPARE_GROUP
+from memkiln.constants import FLUSH_OUTCOMES, FLUSH_SECONDS, GROUP_HELD_CHARS, PREPARE_GROUP
 from memkiln.errors import Interrupted
 from memkiln.io.progress import Reporter
 from memkiln.io.signals import stop_request
@@ -48,6 +48,7 @@ from memkiln.llm.units import Dispatch, Ready, internal_error
 from memkiln.settings import Settings
 from memkiln.transforms.redact import RuleSet
 from memkiln.transforms.sending import Budget, Streak
+from memkiln.transforms.session_window import by_size
 from memkiln.transforms.states import Finished, Outcome, OutcomeKind
 from memkiln.transforms.summaries import ExtractSummary
 
@@ -77,6 +78,7 @@ class Steps(Protocol):
     outcomes: Counter[str]
 
     def prepare(self, group: pl.DataFrame, publisher: Publisher) -> Prepared: ...
+    def held_sizes(self, ids: list[str]) -> dict[str, int]: ...
     def worst_cost(self, request: Request) -> float: ...
     def release_unsent(self, streak: list[str]) -> int: ...
     def record(self, cur: duckdb.DuckDBPyConnection, done: list[Finished]) -> None: ...
@@ -134,6 +136,9 @@ class Sender:
         head = todo.head(settings.concurrency)
         rest = todo.slice(head.height).iter_slices(max(PREPARE_GROUP, settings.concurrency * 4))
         groups = [head, *rest] if head.height else []
+        # and no group holds more than GROUP_HELD_CHARS of kept items (but one session)
+        held = await asyncio.to_thread(steps.held_sizes, todo["rollout_id"].to_list())
+        groups = [part for group in groups for part in _by_size(group, held)]
         prepare = lambda group: steps.prepare(group, publisher)  # noqa: E731
         ahead = Ahead(groups, prepare, depth=steps.dispatch.ahead if groups else 1)
         dispatching = steps.dispatch.running() if groups else nullcontext()
@@ -284,6 +289,18 @@ class Sender:
         with publisher.using(), store_cursor(self.steps.con) as cur:
             self.steps.record(cur, batch)
         publisher.maybe()
+
+
+def _by_size(group: pl.DataFrame, held: dict[str, int]) -> list[pl.DataFrame]:
+    """``group`` in runs of sessions holding at most ``GROUP_HELD_CHARS`` together."""
+    runs = by_size(group["rollout_id"].to_list(), held, bound=GROUP_HELD_CHARS)
+    if len(runs) == 1:
+        return [group]
+    parts, start = [], 0
+    for run in runs:
+        parts.append(group.slice(start, len(run)))
+        start += len(run)
+    return parts
 
 
 def stop_in(exc: BaseException) -> Interrupted | None:

@@ -22,7 +22,7 @@ from datetime import time as datetime_time
 import duckdb
 import polars as pl
 
-from memkiln.constants import GROUP_HELD_CHARS, PREPARE_GROUP
+from memkiln.constants import PREPARE_GROUP
 from memkiln.io.jobs import (
     claim_many,
     finish_many,
@@ -57,7 +57,6 @@ from memkiln.transforms.prompts import STAGE_ONE_PROMPT_VERSION, window_shortfal
 from memkiln.transforms.redact import RuleSet
 from memkiln.transforms.selection import SelectionPolicy, select_candidates
 from memkiln.transforms.sending import Budget
-from memkiln.transforms.session_window import by_size
 from memkiln.transforms.states import (
     NOT_ELIGIBLE,
     Decision,
@@ -362,39 +361,30 @@ class Extraction:
         return cost or 0.0
 
     def prepare(self, group: pl.DataFrame, publisher: Publisher) -> Prepared:
-        """Claim a group's sessions, read them and have the dispatch render their requests
-        (the heuristic's outcomes with them): at once, or a run of sessions at a time when
-        together they hold more than ``GROUP_HELD_CHARS`` (``session_window.by_size``). A
-        separate connection: this runs in a worker thread while the loop keeps sending
-        requests and writing outcomes on ``con``."""
+        """Read and claim a group's sessions, then have the dispatch render their requests
+        (the heuristic's outcomes with them). A separate connection: this runs in a worker
+        thread while the loop keeps sending requests and writing outcomes on ``con``."""
         settings = self.settings
         heuristic = self.backend.name == "heuristic"
-        ids = group["rollout_id"].to_list()
-        window = window_chars(settings.context_window)
-
-        def read(cur: duckdb.DuckDBPyConnection, run: list[str]) -> Group:
-            todo = group if len(run) == len(ids) else group.filter(pl.col("rollout_id").is_in(run))
-            meta, kept = read_sessions(cur, todo, context_window=settings.context_window)
-            return Group(meta, kept, reusable=reusable, chunked=not heuristic, extract=heuristic)
-
         with self.claiming, publisher.using(), store_cursor(self.con) as cur:
             if self.fenced:
                 raise RunStopped("the run stopped before this group was claimed")
-            runs = by_size(ids, item_sizes(cur, ids), window=window, bound=GROUP_HELD_CHARS)
+            meta, kept = read_sessions(cur, group, context_window=settings.context_window)
             attempts = claim_many(
                 cur, group, run_id=self.summary.run_id, lease_seconds=settings.lease_seconds
             )
             # the heuristic extracts where it renders, except what may be reused
-            reusable = self._reusable_of(ids) if heuristic else {}
-            first = read(cur, runs[0])
-        ready = self.dispatch.render(first)
-        del first
-        for run in runs[1:]:
-            with self.claiming, publisher.using(), store_cursor(self.con) as cur:
-                work = read(cur, run)
-            ready = [*ready, *self.dispatch.render(work)]
-            del work
-        return ready, attempts
+            reusable = self._reusable_of(group["rollout_id"].to_list()) if heuristic else {}
+        work = Group(meta, kept, reusable=reusable, chunked=not heuristic, extract=heuristic)
+        return self.dispatch.render(work), attempts
+
+    def held_sizes(self, ids: list[str]) -> dict[str, int]:
+        """Characters of kept items each session of ``ids`` holds once read (a session past
+        four windows: two windows; ``io.session_items``)."""
+        window = window_chars(self.settings.context_window)
+        with self.claiming, store_cursor(self.con) as cur:
+            sizes = item_sizes(cur, ids)
+        return {rid: 2 * window if n > 4 * window else n for rid, n in sizes.items()}
 
     def fence(self) -> None:
         """No group claims any more jobs: waits for a claim in progress, so that a stopping

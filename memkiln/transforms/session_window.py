@@ -87,20 +87,20 @@ class SessionWindow:
         return pl.concat(held, how="vertical_relaxed").drop("_size")
 
 
-def by_size(ids: list[str], chars: dict[str, int], *, window: int, bound: int) -> list[list[str]]:
-    """``ids`` in order, cut into runs whose sessions hold at most ``bound`` characters of
-    kept items together, as they are held (a session past four windows: two windows), a
-    session larger alone a run of its own: a group of sessions is read (and rendered) a run at
-    a time, so that what it holds at once does not grow with the group's sessions."""
+def by_size(ids: list[str], held: dict[str, int], *, bound: int) -> list[list[str]]:
+    """``ids`` in order, cut into runs whose sessions hold at most ``bound`` characters
+    together once read (``held``; a session absent holds nothing), a session larger alone a
+    run of its own: extraction prepares its sessions a run at a time, so that what a prepared
+    group holds (its items, then its rendered requests: a chunked session's chunks hold it
+    whole) does not grow with the sizes of its sessions."""
     runs: list[list[str]] = []
-    held = 0
+    total = 0
     for rid in ids:
-        size = chars.get(rid, 0)
-        size = 2 * window if size > 4 * window else size
-        if runs and held + size <= bound:
+        size = held.get(rid, 0)
+        if runs and total + size <= bound:
             runs[-1].append(rid)
-            held += size
+            total += size
         else:
             runs.append([rid])
-            held = size
+            total = size
     return runs

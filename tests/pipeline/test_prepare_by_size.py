@@ -1,6 +1,7 @@
-"""A group of sessions prepared together is read and rendered a run of sessions at a time
-when together they hold more than ``GROUP_HELD_CHARS``: what a prepare holds at once does
-not grow with the group, and every session gets the request and outcome it gets read whole."""
+"""Extraction prepares its sessions in groups that hold at most ``GROUP_HELD_CHARS`` of kept
+items together (a larger session a group of its own): what a prepared group holds, its
+items and then its rendered requests, does not grow with its sessions' sizes, and every
+session gets the request and outcome it gets in one group."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+import memkiln.pipeline.extract_send as extract_send
 import memkiln.pipeline.extract_steps as extract_steps
 from memkiln.pipeline.extract import extract_store
 from memkiln.pipeline.ingest import ingest_archive
@@ -18,19 +20,16 @@ from tests.fake_openai import FakeOpenAI, last_user_text
 
 
 def test_runs_keep_the_order_and_stay_under_the_bound() -> None:
-    chars = {"a": 40, "b": 50, "c": 30, "d": 500, "e": 10}
-    assert by_size(list("abcde"), chars, window=1000, bound=100) == [
+    held = {"a": 40, "b": 50, "c": 30, "d": 500, "e": 10}
+    assert by_size(list("abcde"), held, bound=100) == [
         ["a", "b"],
         ["c"],
         ["d"],  # larger than the bound alone: a run of its own
         ["e"],
     ]
-    assert by_size(list("abcde"), chars, window=1000, bound=10_000) == [list("abcde")]
-    # a session past four windows is held as two windows
-    assert by_size(["x", "y"], {"x": 5_000, "y": 150}, window=1000, bound=2_100) == [["x"], ["y"]]
-    assert by_size(["x", "y"], {"x": 5_000, "y": 50}, window=1000, bound=2_100) == [["x", "y"]]
+    assert by_size(list("abcde"), held, bound=10_000) == [list("abcde")]
     # sessions without items a model may be shown hold nothing
-    assert by_size(["p", "q"], {}, window=1000, bound=1) == [["p", "q"]]
+    assert by_size(["p", "q"], {}, bound=1) == [["p", "q"]]
 
 
 def _outputs(db: Path) -> list[tuple[object, ...]]:
@@ -41,7 +40,7 @@ def _outputs(db: Path) -> list[tuple[object, ...]]:
 
 
 @pytest.mark.parametrize("backend", ["heuristic", "openai"])
-def test_a_group_read_in_runs_gets_the_same_requests_and_outputs(
+def test_sessions_in_groups_by_size_get_the_same_requests_and_outputs(
     backend: str,
     sample_archive: Path,
     tmp_path: Path,
@@ -50,7 +49,7 @@ def test_a_group_read_in_runs_gets_the_same_requests_and_outputs(
 ) -> None:
     def run(name: str, bound: int | None) -> tuple[list[tuple[object, ...]], list[str], int, int]:
         if bound is not None:
-            monkeypatch.setattr(extract_steps, "GROUP_HELD_CHARS", bound)
+            monkeypatch.setattr(extract_send, "GROUP_HELD_CHARS", bound)
         reads: list[int] = []
         real = extract_steps.read_sessions
 
@@ -75,7 +74,7 @@ def test_a_group_read_in_runs_gets_the_same_requests_and_outputs(
         return _outputs(settings.db), sent, len(reads), taken
 
     whole, sent_whole, reads_whole, taken = run("whole", None)
-    runs, sent_runs, reads_runs, _ = run("runs", 1)  # every session a run of its own
+    runs, sent_runs, reads_runs, _ = run("runs", 1)  # every session a group of its own
     assert reads_whole == 1 and reads_runs == taken > 1
     assert runs == whole
     assert sent_runs == sent_whole
