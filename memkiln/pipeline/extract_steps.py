@@ -41,10 +41,11 @@ from memkiln.io.store import cursor as store_cursor
 from memkiln.io.store import now, sql
 from memkiln.io.usage import past_output, record_estimate, record_usage
 from memkiln.llm.backends import Backend, Request
-from memkiln.llm.batch import Item as BatchItem
-from memkiln.llm.batch import OpenAIBatchBackend, mark_applied, open_owners, poll, submit
+from memkiln.llm.batch import OpenAIBatchBackend
 from memkiln.llm.requests import build_requests, read_sessions, request_tokens
 from memkiln.llm.units import Dispatch, Group, Local
+from memkiln.pipeline.batch_jobs import Item as BatchItem
+from memkiln.pipeline.batch_jobs import mark_applied, open_owners, poll, submit
 from memkiln.pipeline.extract_send import Prepared, Sender
 from memkiln.settings import Settings
 from memkiln.transforms.estimate import (

@@ -3,18 +3,18 @@ command submits, polls and applies.
 
 The extraction phase submits its batch (or finds batches still open from an earlier run);
 with ``--wait``, the command then polls every open batch (every ``--poll-interval``
-seconds, one line per batch whose status changed, ``memkiln.llm.batch.wait``) until each has
-ended, and runs the phase again: that run applies what ended (a request the batch failed
-leaves its session failed with its reason, the others are applied) and takes what is
-eligible then, as a backfill's next round does; until no batch is running. The phase's runs
-are reported as one. Nothing here imports Prefect.
+seconds, one line per batch whose status changed, ``memkiln.pipeline.batch_jobs.wait``)
+until each has ended, and runs the phase again: that run applies what ended (a request the
+batch failed leaves its session failed with its reason, the others are applied) and takes
+what is eligible then, as a backfill's next round does; until no batch is running. The
+phase's runs are reported as one. Nothing here imports Prefect.
 """
 
 # No ``from __future__ import annotations``: see memkiln/flows/run.py.
 import sys
 from collections.abc import Callable, Sequence
 
-from memkiln.llm.batch import wait_for_batches
+from memkiln.pipeline.batch_jobs import wait_for_batches
 from memkiln.settings import Options, Settings
 from memkiln.transforms.summaries import ExtractSummary
 
