@@ -32,7 +32,7 @@ from memkiln.constants import (
 )
 from memkiln.io.archive import FileStat, content_hash, path_key, read_file, shown_path
 from memkiln.io.rules import load_rules
-from memkiln.io.store import execute, fetch_pl, now, sql, transaction
+from memkiln.io.store import execute, fetch_pl, now, registered, sql, transaction
 from memkiln.transforms.lines import (
     SURROGATE_ESCAPE,
     UTF8_BOM,
@@ -735,13 +735,9 @@ def line_fields(con: duckdb.DuckDBPyConnection, good: pl.DataFrame) -> pl.DataFr
 
 def _fields_and_validity(con: duckdb.DuckDBPyConnection, lines: pl.DataFrame) -> pl.DataFrame:
     """:func:`line_fields` of any lines, with ``valid`` (the line is valid JSON): one parse."""
-    con.register(
-        "batch_lines", lines.select("fid", "line_no", "line").to_arrow(compat_level=ARROW_OUT)
-    )
-    try:
+    batch_lines = lines.select("fid", "line_no", "line").to_arrow(compat_level=ARROW_OUT)
+    with registered(con, batch_lines=batch_lines):
         return fetch_pl(con, sql("extract_line_fields"))
-    finally:
-        con.unregister("batch_lines")
 
 
 def _items_of(
@@ -756,16 +752,7 @@ def _items_of(
     rule of their redaction."""
     fields = fields.join(formats, on="fid", how="left").join(good, on=["fid", "line_no"])
     fields = _strip_payloads(con, fields)
-    con.register(
-        "batch_content",
-        content_arrays(fields.lazy())
-        .collect(engine=POLARS_ENGINE)
-        .to_arrow(compat_level=ARROW_OUT),
-    )
-    try:
-        blocks = fetch_pl(con, sql("extract_content_blocks"))
-    finally:
-        con.unregister("batch_content")
+    blocks = _content_blocks(con, fields)
     built = build_items(fields.lazy(), blocks.lazy(), fill_timestamps=False)
     items, hits = redact_items(built.collect(engine=POLARS_ENGINE), rules=rules)
     # a token cut in two by consecutive tool outputs: neither half is kept
@@ -777,16 +764,11 @@ def _strip_payloads(con: duckdb.DuckDBPyConnection, fields: pl.DataFrame) -> pl.
     """``fields`` with each ``line`` cut of the fields its item holds as text, so that
     ``payload_json`` does not store a tool output (or a message) a second time."""
     paths = payload_text_paths(fields.lazy()).collect(engine=POLARS_ENGINE)
-    con.register(
-        "batch_payloads",
-        pl.DataFrame([fields["line"], paths["text_path"], paths["text_path2"]]).to_arrow(
-            compat_level=ARROW_OUT
-        ),
-    )
-    try:
+    batch_payloads = pl.DataFrame(
+        [fields["line"], paths["text_path"], paths["text_path2"]]
+    ).to_arrow(compat_level=ARROW_OUT)
+    with registered(con, batch_payloads=batch_payloads):
         stripped = con.sql(sql("strip_payloads")).to_arrow_table()
-    finally:
-        con.unregister("batch_payloads")
     line = pl.Series("line", stripped.column("line"), dtype=pl.String)
     assert line.len() == fields.height
     return fields.with_columns(line)
@@ -818,17 +800,14 @@ def parse_lines(
     fields = fields.join(formats, on="fid", how="left").join(
         good.select("fid", "line_no", "line", "omitted_bytes"), on=["fid", "line_no"]
     )
-    con.register(
-        "batch_content",
-        content_arrays(fields.lazy())
-        .collect(engine=POLARS_ENGINE)
-        .to_arrow(compat_level=ARROW_OUT),
-    )
-    try:
-        blocks = fetch_pl(con, sql("extract_content_blocks"))
-    finally:
-        con.unregister("batch_content")
-    return fields, blocks, formats
+    return fields, _content_blocks(con, fields), formats
+
+
+def _content_blocks(con: duckdb.DuckDBPyConnection, fields: pl.DataFrame) -> pl.DataFrame:
+    """The content blocks of parsed line fields (``extract_content_blocks``)."""
+    content = content_arrays(fields.lazy()).collect(engine=POLARS_ENGINE)
+    with registered(con, batch_content=content.to_arrow(compat_level=ARROW_OUT)):
+        return fetch_pl(con, sql("extract_content_blocks"))
 
 
 def _mend_surrogates(
@@ -848,14 +827,8 @@ def _mend_surrogates(
     mended = suspects.with_columns(
         pl.Series("line", [mend_lone_surrogates(t) for t in suspects["line"]], dtype=pl.String)
     )
-    con.register("batch_mended", mended.to_arrow(compat_level=ARROW_OUT))
-    try:
-        ok = fetch_pl(
-            con,
-            sql("lines_mended_valid"),
-        )
-    finally:
-        con.unregister("batch_mended")
+    with registered(con, batch_mended=mended.to_arrow(compat_level=ARROW_OUT)):
+        ok = fetch_pl(con, sql("lines_mended_valid"))
     if not ok.height:
         return cleaned, validity, ok
     keys = ["fid", "line_no"]
@@ -932,8 +905,6 @@ def _write(
 def insert_items(con: duckdb.DuckDBPyConnection, items: pl.DataFrame) -> None:
     """Insert items in slices of about PART_BYTES: one Arrow copy of a slice at a time."""
     for offset, length in _byte_ranges(_item_bytes(items), PART_BYTES):
-        con.register("b_items", items.slice(offset, length).to_arrow(compat_level=ARROW_OUT))
-        try:
+        b_items = items.slice(offset, length).to_arrow(compat_level=ARROW_OUT)
+        with registered(con, b_items=b_items):
             con.execute(sql("insert_items"))
-        finally:
-            con.unregister("b_items")

@@ -199,9 +199,7 @@ def cursor(con: duckdb.DuckDBPyConnection) -> duckdb.DuckDBPyConnection:
 def transaction(con: duckdb.DuckDBPyConnection, **frames: pl.DataFrame) -> Iterator[None]:
     """One transaction around a block, with ``frames`` registered as relations of those
     names for its statements: committed when the block ends, rolled back if it raises."""
-    for name, frame in frames.items():
-        con.register(name, frame.to_arrow())
-    try:
+    with registered(con, **{name: frame.to_arrow() for name, frame in frames.items()}):
         con.execute("begin transaction")
         try:
             yield
@@ -209,8 +207,20 @@ def transaction(con: duckdb.DuckDBPyConnection, **frames: pl.DataFrame) -> Itera
             con.execute("rollback")
             raise
         con.execute("commit")
+
+
+@contextmanager
+def registered(con: duckdb.DuckDBPyConnection, **tables: Any) -> Iterator[None]:
+    """``tables`` (Arrow tables or anything DuckDB registers) as relations of those names for
+    the block's statements, unregistered when it ends, whatever happens."""
+    done: list[str] = []
+    try:
+        for name, table in tables.items():
+            con.register(name, table)
+            done.append(name)
+        yield
     finally:
-        for name in frames:
+        for name in done:
             con.unregister(name)
 
 

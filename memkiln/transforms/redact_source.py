@@ -29,7 +29,6 @@ compile is left out and counted in :attr:`SourceRules.skipped`.
 
 from __future__ import annotations
 
-import math
 import re
 import tomllib
 import warnings
@@ -40,7 +39,7 @@ from dataclasses import dataclass, field
 import polars as pl
 
 from memkiln.transforms.literal_scan import rows_holding
-from memkiln.transforms.redact_context import ContextRule
+from memkiln.transforms.redact_context import ContextRule, entropy
 
 __all__ = [
     "SourceRule",
@@ -130,13 +129,6 @@ class SourceRules:
     @property
     def rule_ids(self) -> tuple[str, ...]:
         return tuple(rule.id for rule in self.rules)
-
-
-def entropy(value: str) -> float:
-    """Shannon entropy of ``value`` in bits per character."""
-    counts = Counter(value)
-    total = len(value)
-    return -sum(n / total * math.log2(n / total) for n in counts.values())
 
 
 _ESCAPE_DEPTH = (
