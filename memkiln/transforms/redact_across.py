@@ -171,6 +171,26 @@ def _merged(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
+def _joined(
+    items: pl.DataFrame, chosen: pl.DataFrame, key: str, rules: RuleSet
+) -> tuple[pl.DataFrame, dict[str, int]]:
+    """``items`` with :func:`redact_across` applied to the texts of ``chosen`` (rows of
+    ``items``, ``__row``, in order), joined within each value of ``key``."""
+    if chosen.height < 2:
+        return items, {}
+    texts, n = redact_across(chosen["text"].to_list(), chosen[key].to_list(), rules)
+    if not n:
+        return items, {}
+    changed = [
+        (row, text)
+        for row, text, old in zip(chosen["__row"].to_list(), texts, chosen["text"], strict=True)
+        if text != old
+    ]
+    rows = pl.Series([row for row, _ in changed], dtype=pl.UInt32)
+    column = items["text"].scatter(rows, pl.Series([t for _, t in changed], dtype=pl.String))
+    return items.with_columns(column), {HIT_ID: n}
+
+
 def redact_across_frame(
     items: pl.DataFrame,
     *,
@@ -190,19 +210,7 @@ def redact_across_frame(
         .filter(pl.col("item_type").is_in(list(kinds)) & pl.col("text").is_not_null())
         .sort([group, *order])
     )
-    if chosen.height < 2:
-        return items, {}
-    texts, n = redact_across(chosen["text"].to_list(), chosen[group].to_list(), rules)
-    if not n:
-        return items, {}
-    changed = [
-        (row, text)
-        for row, text, old in zip(chosen["__row"].to_list(), texts, chosen["text"], strict=True)
-        if text != old
-    ]
-    rows = pl.Series([row for row, _ in changed], dtype=pl.UInt32)
-    column = items["text"].scatter(rows, pl.Series([t for _, t in changed], dtype=pl.String))
-    return items.with_columns(column), {HIT_ID: n}
+    return _joined(items, chosen, group, rules)
 
 
 def redact_across_parts(
@@ -234,19 +242,7 @@ def redact_across_parts(
     # a row not joined to the one before it by a crossing starts a new pair (group of rows)
     chosen = chosen.with_columns(__pair=(~crossing).cum_sum())
     chosen = chosen.filter(pl.len().over("__pair") > 1)
-    if chosen.height < 2:
-        return items, {}
-    texts, n = redact_across(chosen["text"].to_list(), chosen["__pair"].to_list(), rules)
-    if not n:
-        return items, {}
-    changed = [
-        (row, text)
-        for row, text, old in zip(chosen["__row"].to_list(), texts, chosen["text"], strict=True)
-        if text != old
-    ]
-    rows = pl.Series([row for row, _ in changed], dtype=pl.UInt32)
-    column = items["text"].scatter(rows, pl.Series([t for _, t in changed], dtype=pl.String))
-    return items.with_columns(column), {HIT_ID: n}
+    return _joined(items, chosen, "__pair", rules)
 
 
 def concat_across_parts(
