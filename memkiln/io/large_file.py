@@ -44,6 +44,7 @@ from memkiln.constants import (
 )
 from memkiln.io.archive import FilePiece, FileStat, path_key, read_pieces, shown_path
 from memkiln.io.loader import (
+    FILES_SCHEMA,
     QUARANTINE_SCHEMA,
     BatchResult,
     PieceContext,
@@ -71,16 +72,6 @@ from memkiln.transforms.settle import (
 )
 from memkiln.transforms.tool_calls import TOOL_CALL_COLUMNS, build_tool_calls
 
-FILES_SCHEMA = {
-    "file_id": pl.Int64,
-    "path_key": pl.String,
-    "path": pl.String,
-    "compression": pl.String,
-    "size": pl.Int64,
-    "mtime_ns": pl.Int64,
-    "content_hash": pl.String,
-    "status": pl.String,
-}
 #: The status of a file whose pieces are being written (no fingerprint yet: read again).
 INCOMPLETE = "incomplete"
 #: Tool calls without an output carried from piece to piece at most (the latest): their

@@ -88,6 +88,17 @@ _RESULT_ERROR_TYPES = pl.Schema(
     {"fid": pl.Int64(), "line_no": pl.Int32(), "is_error": pl.Boolean()}
 )
 
+#: The rows of the ``files`` table a batch writes (and a large file's pieces).
+FILES_SCHEMA = {
+    "file_id": pl.Int64,
+    "path_key": pl.String,
+    "path": pl.String,
+    "compression": pl.String,
+    "size": pl.Int64,
+    "mtime_ns": pl.Int64,
+    "content_hash": pl.String,
+    "status": pl.String,
+}
 QUARANTINE_SCHEMA = {
     "file_id": pl.Int64,
     "line_no": pl.Int32,
@@ -285,19 +296,7 @@ def prepare_batch(
         if held >= BATCH_DECOMPRESSED_BYTES:
             parts.append(_normalize_part(parser, chunks, file_rows, rules=rules))
             chunks, held = [], 0
-    files = pl.DataFrame(
-        file_rows,
-        schema={
-            "file_id": pl.Int64,
-            "path_key": pl.String,
-            "path": pl.String,
-            "compression": pl.String,
-            "size": pl.Int64,
-            "mtime_ns": pl.Int64,
-            "content_hash": pl.String,
-            "status": pl.String,
-        },
-    )
+    files = pl.DataFrame(file_rows, schema=FILES_SCHEMA)
 
     # 2-5. split, redact, parse and normalize (the file bytes are let go once split)
     if chunks or not parts:
