@@ -75,8 +75,8 @@ def main() -> None:
             max_output_tokens=4000,
             rules=rules,
         )
-        n_mid = sum(c.mid_turn for c, _ in chunks)
-        n_cut = sum(p.truncation.truncated for _, p in chunks)
+        n_mid = sum(c.mid_turn for c in chunks.chunks)
+        n_cut = sum(p.truncation.truncated for p in chunks)
         chunked += len(chunks) > 1
         mid += n_mid
         cut += n_cut

@@ -49,6 +49,7 @@ from memkiln.transforms.prompts import (
     window_shortfall,
 )
 from memkiln.transforms.redact import RuleSet, redact_text
+from memkiln.transforms.render import NO_PARTS, ChunkParts
 from memkiln.transforms.stage_one_answer import (
     ConsolidationOutput,
     Parsed,
@@ -89,12 +90,16 @@ class Request:
     facts: RolloutFacts
     prompt: StageOneInput
     input_hash: str
-    #: a session over the budget: one message per chunk (``prompt``, the message cut in
-    #: the middle, is then sent by no model backend), and the chunks
-    parts: tuple[StageOneInput, ...] = ()
-    chunks: tuple[Chunk, ...] = ()
+    #: a session over the budget: one message per chunk, built as it is sent (``prompt``,
+    #: the message cut in the middle, is then sent by no model backend)
+    parts: ChunkParts = NO_PARTS
     #: the session's path and cwd as its messages show them (for the merge request)
     header: tuple[str, str | None] = ("", None)
+
+    @property
+    def chunks(self) -> tuple[Chunk, ...]:
+        """The chunks of a session sent in chunks (none for one sent whole)."""
+        return self.parts.chunks
 
 
 class Backend(Protocol):
@@ -408,6 +413,11 @@ class _Spent:
         }
 
 
+def _built(prompt: StageOneInput) -> StageOneInput:
+    """A message already built, as ``OpenAIBackend._ask`` takes one."""
+    return prompt
+
+
 class OpenAIBackend:
     """Any OpenAI-compatible endpoint (OpenAI, Azure, vLLM, Ollama, llama.cpp server).
 
@@ -521,7 +531,7 @@ class OpenAIBackend:
             input_hash=request.input_hash,
             started_at=started,
             chunks_mid_turn=sum(c.mid_turn for c in request.chunks),
-            chunks_cut=sum(p.truncation.truncated for p in request.parts),
+            chunks_cut=request.parts.cut,
         )
         over = window_shortfall(
             request.parts, reserve=self.max_output_tokens, window=self.context_window
@@ -529,11 +539,14 @@ class OpenAIBackend:
         if over:
             return replace(base, reason=FailureReason.CONTEXT_OVERFLOW, detail=over)
         spent = _Spent()
-        replies = await asyncio.gather(*(self._ask(p) for p in request.parts))
+        total = len(request.parts)
+        # each chunk's message is built in the thread that sends it: only those in flight
+        # are held (``ChunkParts``)
+        parts = request.parts
+        replies = await asyncio.gather(*(self._ask(partial(parts.build, n)) for n in range(total)))
         outcome = spent.add(base, replies, merge=False)
         if outcome is not None:
             return outcome
-        total = len(request.parts)
         # (first part, last part, memory) of each partial memory with something in it
         partials = [
             (n, n, r.output)
@@ -562,7 +575,7 @@ class OpenAIBackend:
             ]
             base = replace(base, chunks_cut=base.chunks_cut + sum(
                 m.truncation.truncated for m in merges))  # fmt: skip
-            replies = await asyncio.gather(*(self._ask(m) for m in merges))
+            replies = await asyncio.gather(*(self._ask(partial(_built, m)) for m in merges))
             outcome = spent.add(base, replies, merge=True)
             if outcome is not None:
                 return outcome
@@ -579,11 +592,12 @@ class OpenAIBackend:
             partials = kept
         return Outcome(request.rollout_id, OutcomeKind.SUCCEEDED_NO_OUTPUT, **spent.usage(base))
 
-    async def _ask(self, prompt: StageOneInput) -> _Reply:
-        """One request of a chunked session, its answer parsed and made safe."""
+    async def _ask(self, build: Callable[[], StageOneInput]) -> _Reply:
+        """One request of a chunked session, its message built (``build``) in the thread
+        that sends it, its answer parsed and made safe."""
         try:
             parsed, tokens_in, tokens_out, seen = await self._threads.run(
-                partial(self._call, prompt)
+                lambda: self._call(build())
             )
         except openai.APIError as exc:
             return _Reply(None, *failed_call(exc, rules=self.rules), sent=True)

@@ -22,7 +22,7 @@ from memkiln.io.session_items import read_kept_items, window_chars
 from memkiln.io.store import fetch_pl, sql
 from memkiln.llm.backends import Request
 from memkiln.settings import Settings
-from memkiln.transforms.chunks import Chunk, turn_starts
+from memkiln.transforms.chunks import turn_starts
 from memkiln.transforms.estimate import request_input_tokens
 from memkiln.transforms.filtering import filter_memory_items
 from memkiln.transforms.heuristic import RolloutFacts
@@ -33,7 +33,7 @@ from memkiln.transforms.prompts import (
     StageOneInput,
 )
 from memkiln.transforms.redact import RuleSet
-from memkiln.transforms.render import stage_one_chunks, stage_one_inputs
+from memkiln.transforms.render import NO_PARTS, stage_one_chunks, stage_one_inputs
 from memkiln.transforms.segments import segment_items
 from memkiln.transforms.settle import settle_times
 
@@ -198,36 +198,33 @@ def render_requests(
         rid = row["rollout_id"]
         session = per_rollout.get((rid,), empty)
         digest = hashlib.sha256(prompt.system.encode() + b"\0" + prompt.user.encode())
-        chunks: tuple[tuple[Chunk, StageOneInput], ...] = ()
+        parts = NO_PARTS
         if chunked and prompt.truncation.truncated:
-            chunks = tuple(
-                stage_one_chunks(
-                    session,
-                    rollout_path=row["path"],
-                    rollout_cwd=row["cwd"],
-                    starts=turn_starts(session),
-                    segments=segment_items(session)["first_seq"].to_list(),
-                    budget=prompt.truncation.budget,
-                    context_window=settings.context_window,
-                    max_output_tokens=settings.max_output_tokens,
-                    rules=rules,
-                )
+            parts = stage_one_chunks(
+                session,
+                rollout_path=row["path"],
+                rollout_cwd=row["cwd"],
+                starts=turn_starts(session),
+                segments=segment_items(session)["first_seq"].to_list(),
+                budget=prompt.truncation.budget,
+                context_window=settings.context_window,
+                max_output_tokens=settings.max_output_tokens,
+                rules=rules,
             )
-        if len(chunks) > 1:  # one chunk alone: the single message, cut, is that chunk
+        if len(parts) > 1:  # one chunk alone: the single message, cut, is that chunk
             digest = hashlib.sha256(STAGE_ONE_MERGE_VERSION.encode())
-            for _, part in chunks:
-                digest.update(part.system.encode() + b"\0" + part.user.encode() + b"\0")
+            parts = parts.measured(digest)
         else:
-            chunks = ()
+            parts = NO_PARTS
         requests.append(
             Request(
                 rollout_id=rid,
-                items=session,
+                # a model is sent only the messages: the items are kept for the heuristic
+                items=empty if chunked else session,
                 facts=RolloutFacts(rollout_id=rid, cwd=row["cwd"], updated_at=row["updated_at"]),
                 prompt=prompt,
                 input_hash=digest.hexdigest(),
-                parts=tuple(part for _, part in chunks),
-                chunks=tuple(chunk for chunk, _ in chunks),
+                parts=parts,
                 header=(row["path"], row["cwd"]),
             )
         )
@@ -239,6 +236,6 @@ def request_tokens(request: Request, out_each: int) -> tuple[int, int, int]:
     session's chunks and the merge of their answers (``out_each`` tokens each)."""
     if not request.parts:
         return 1, request_input_tokens(request.prompt), out_each
-    tokens_in = sum(request_input_tokens(part) for part in request.parts)
+    tokens_in = sum(request.parts.input_tokens)
     merge_in = request.prompt.system_tokens + out_each * len(request.parts)
     return len(request.parts) + 1, tokens_in + merge_in, out_each * (len(request.parts) + 1)

@@ -43,6 +43,7 @@ from memkiln.transforms.chunks import Chunk
 from memkiln.transforms.heuristic import RolloutFacts
 from memkiln.transforms.prompts import StageOneInput
 from memkiln.transforms.redact import RuleSet, redact_text
+from memkiln.transforms.render import NO_PARTS, ChunkParts
 from memkiln.transforms.stage_one_answer import StageOneOutput
 from memkiln.transforms.states import FailureReason, Outcome, OutcomeKind
 from memkiln.transforms.tokens import Truncation
@@ -329,8 +330,7 @@ def request_to_wire(request: Request) -> dict[str, Any]:
         "facts": [facts.rollout_id, facts.cwd, _time(facts.updated_at)],
         "prompt": _prompt_to_wire(request.prompt),
         "input_hash": request.input_hash,
-        "parts": [_prompt_to_wire(p) for p in request.parts],
-        "chunks": [asdict(c) for c in request.chunks],
+        "parts": _parts_to_wire(request.parts),
         "header": list(request.header),
     }
 
@@ -344,9 +344,39 @@ def request_from_wire(wire: dict[str, Any]) -> Request:
         facts=RolloutFacts(rollout_id=rid, cwd=cwd, updated_at=_from_time(updated_at)),
         prompt=_prompt_from_wire(wire["prompt"]),
         input_hash=wire["input_hash"],
-        parts=tuple(_prompt_from_wire(p) for p in wire["parts"]),
-        chunks=tuple(Chunk(**c) for c in wire["chunks"]),
+        parts=_parts_from_wire(wire["parts"]),
         header=(path, header_cwd),
+    )
+
+
+def _parts_to_wire(parts: ChunkParts) -> dict[str, Any] | None:
+    """A chunked session's parts as they are held: its texts as Arrow IPC, its chunks."""
+    if not parts:
+        return None
+    return {
+        "texts": frame_to_ipc(parts.texts.to_frame()),
+        "chunks": [asdict(c) for c in parts.chunks],
+        "header": [parts.rollout_path, parts.rollout_cwd],
+        "context_window": parts.context_window,
+        "max_output_tokens": parts.max_output_tokens,
+        "input_tokens": list(parts.input_tokens),
+        "cut": parts.cut,
+    }
+
+
+def _parts_from_wire(wire: dict[str, Any] | None) -> ChunkParts:
+    if wire is None:
+        return NO_PARTS
+    path, cwd = wire["header"]
+    return ChunkParts(
+        texts=frame_from_ipc(wire["texts"]).to_series(),
+        chunks=tuple(Chunk(**c) for c in wire["chunks"]),
+        rollout_path=path,
+        rollout_cwd=cwd,
+        context_window=wire["context_window"],
+        max_output_tokens=wire["max_output_tokens"],
+        input_tokens=tuple(wire["input_tokens"]),
+        cut=wire["cut"],
     )
 
 

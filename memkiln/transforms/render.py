@@ -4,11 +4,13 @@ and the stage-one messages built from them."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 import polars as pl
 
 from memkiln.transforms.chunks import Chunk, part_note, plan_chunks
+from memkiln.transforms.estimate import request_input_tokens
 from memkiln.transforms.prompts import StageOneInput, build_stage_one_input, escape_block
 from memkiln.transforms.redact import RuleSet, redact_expr
 from memkiln.transforms.tokens import count_tokens, stage_one_keep_chars
@@ -172,6 +174,73 @@ def stage_one_inputs(
 PART_NOTE_TOKENS = 64
 
 
+@dataclass(frozen=True, eq=False)
+class ChunkParts:
+    """The stage-one messages of a session too long for one (``stage_one_chunks``), one per
+    chunk, each built by the stage-one builder when it is asked for (``build``, as it is
+    sent), from the session's rendered items held once in Arrow (``texts``, UTF-8).
+
+    Built all at once, the messages of a 30 MiB session took about four times its size (a
+    Python string of four bytes a character when one character needs them), several
+    sessions in flight together: now a session holds its texts and its chunks' bounds. The
+    same message is built every time (the builder is pure); ``input_tokens`` (each message's,
+    ``request_input_tokens``) and ``cut`` (the messages the builder cut) are known once every
+    message was built (``measured``). Empty: a session sent in one message."""
+
+    texts: pl.Series = field(default_factory=lambda: pl.Series("item_json", [], pl.String))
+    chunks: tuple[Chunk, ...] = ()
+    rollout_path: str = ""
+    rollout_cwd: str | None = None
+    context_window: int | None = None
+    max_output_tokens: int = 0
+    input_tokens: tuple[int, ...] = ()
+    cut: int = 0
+
+    def __len__(self) -> int:
+        return len(self.chunks)
+
+    def __iter__(self) -> Iterator[StageOneInput]:
+        return (self.build(n) for n in range(len(self.chunks)))
+
+    def build(self, n: int) -> StageOneInput:
+        """The message of chunk ``n`` (from 0)."""
+        chunk = self.chunks[n]
+        contents = self.texts.slice(chunk.start, chunk.stop - chunk.start).str.join("\n")
+        return build_stage_one_input(
+            rollout_path=self.rollout_path,
+            rollout_cwd=self.rollout_cwd,
+            rollout_contents=contents.item() or "",
+            context_window=self.context_window,
+            max_output_tokens=self.max_output_tokens,
+            part=part_note(n + 1, len(self.chunks)),
+            contents_tokens=chunk.tokens,
+        )
+
+    def measured(self, digest: Digest) -> ChunkParts:
+        """These parts with ``input_tokens`` and ``cut`` known, each message built once on the
+        way and fed to ``digest`` (its system message, a NUL, its user message, a NUL)."""
+        tokens: list[int] = []
+        cut = 0
+        for prompt in self:
+            digest.update(prompt.system.encode() + b"\0" + prompt.user.encode() + b"\0")
+            tokens.append(request_input_tokens(prompt))
+            cut += prompt.truncation.truncated
+        return replace(self, input_tokens=tuple(tokens), cut=cut)
+
+
+class Digest(Protocol):
+    """What ``ChunkParts.measured`` uses of a ``hashlib`` object."""
+
+    def update(self, data: bytes, /) -> None: ...
+
+
+#: No chunks: a session sent in one message.
+NO_PARTS = ChunkParts()
+
+#: Rendered items counted a slice at a time (their Python strings are held only meanwhile).
+COUNT_SLICE_ROWS = 4096
+
+
 def stage_one_chunks(
     items: pl.DataFrame,
     *,
@@ -183,17 +252,21 @@ def stage_one_chunks(
     max_output_tokens: int,
     rules: RuleSet,
     segments: list[int] | None = None,
-) -> list[tuple[Chunk, StageOneInput]]:
+) -> ChunkParts:
     """The stage-one messages of a session too long for one (``items``: its kept items;
     ``budget``: the contents budget its single message had), one per chunk of whole turns
     (``plan_chunks``; a chunk begins only at one of ``starts``, ``seq`` values; with
     ``segments``, whole segments first), each rendered by the stage-one builder, so each is
-    counted and budgeted as a single message is."""
+    counted and budgeted as a single message is (``ChunkParts``: built when asked for)."""
     rendered = (
         render_items(items.lazy().sort("seq"), rules=rules).select("seq", "item_json").collect()
     )
-    texts = rendered["item_json"].to_list()
-    tokens = [count_tokens(escape_block(text)) for text in texts]
+    texts = rendered["item_json"].fill_null("").rechunk()
+    tokens = [
+        count_tokens(escape_block(text))
+        for start in range(0, len(texts), COUNT_SLICE_ROWS)
+        for text in texts.slice(start, COUNT_SLICE_ROWS).to_list()
+    ]
     chunks = plan_chunks(
         rendered["seq"].to_list(),
         tokens,
@@ -201,18 +274,11 @@ def stage_one_chunks(
         budget=budget - PART_NOTE_TOKENS,
         segments=segments,
     )
-    return [
-        (
-            chunk,
-            build_stage_one_input(
-                rollout_path=rollout_path,
-                rollout_cwd=rollout_cwd,
-                rollout_contents="\n".join(texts[chunk.start : chunk.stop]),
-                context_window=context_window,
-                max_output_tokens=max_output_tokens,
-                part=part_note(n, len(chunks)),
-                contents_tokens=chunk.tokens,
-            ),
-        )
-        for n, chunk in enumerate(chunks, start=1)
-    ]
+    return ChunkParts(
+        texts=texts,
+        chunks=tuple(chunks),
+        rollout_path=rollout_path,
+        rollout_cwd=rollout_cwd,
+        context_window=context_window,
+        max_output_tokens=max_output_tokens,
+    )

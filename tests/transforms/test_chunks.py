@@ -162,9 +162,9 @@ def test_chunks_of_a_long_session_each_fit_and_together_hold_every_item() -> Non
         rules=load_rules(),
     )
     assert len(built) > 3
-    text = "".join(prompt.user for _, prompt in built)
+    text = "".join(prompt.user for prompt in built)
     assert all(f"MARK-{i} " in text for i in range(n))
-    for n_part, (chunk, prompt) in enumerate(built, start=1):
+    for n_part, (chunk, prompt) in enumerate(zip(built.chunks, built, strict=True), start=1):
         assert chunk.start % 4 == 0  # a turn start
         assert not prompt.truncation.truncated
         body = prompt.user.split("<rollout_contents>\n", 1)[1].split("\n</rollout_contents>")[0]
