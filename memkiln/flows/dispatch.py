@@ -55,7 +55,7 @@ def render_sessions_task(
     group: dict[str, Any], options: Options, index: int
 ) -> list[dict[str, Any]]:
     """A chunk of sessions rendered into their requests (the heuristic's outcomes with
-    them): pure work, Arrow IPC in, JSON-able dicts out."""
+    them): pure work, a group on the wire in, its requests on the wire out."""
     return render_wire(group, options)
 
 
