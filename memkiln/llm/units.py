@@ -15,10 +15,10 @@ needs no store and runs where the dispatch puts it:
 ``Local`` runs both in the flow's process (``--no-prefect``, the same functions as the
 tasks). ``memkiln.flows.dispatch.Tasks`` submits them as Prefect tasks on the flow's task
 runner (threads, or Dask worker processes), each building its backend from the options.
-What crosses: dicts of plain values and Polars frames (``*_to_wire`` / ``*_from_wire``),
-never a connection. The thread runner hands them over as they are, the frames shared, not
-copied (as Arrow IPC, a chunked session's texts were copied in and out of every call: 2.2 GB
-for eight 30 MiB sessions); Dask pickles them (a frame pickles as Arrow IPC).
+What crosses: dicts of plain values and frames (``*_to_wire`` / ``*_from_wire``; a frame as
+``memkiln.io.loader.WireFrame``: shared as it is by the thread runner, Arrow IPC to a Dask
+worker), never a connection. Copied as IPC in and out of every task, a chunked session's
+texts took extraction to 2.2 GB for eight 30 MiB sessions under Prefect.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ from typing import Any, NamedTuple, Protocol
 
 import polars as pl
 
+from memkiln.io.loader import WireFrame
 from memkiln.io.rules import load_rules
 from memkiln.llm.backends import Backend, Request
 from memkiln.llm.choice import make_backend
@@ -294,8 +295,8 @@ def _close(backend: Backend) -> None:
 
 def group_to_wire(group: Group) -> dict[str, Any]:
     return {
-        "meta": group.meta,
-        "kept": group.kept,
+        "meta": WireFrame(group.meta),
+        "kept": WireFrame(group.kept),
         "reusable": {rid: sorted(hashes) for rid, hashes in group.reusable.items()},
         "chunked": group.chunked,
         "extract": group.extract,
@@ -304,8 +305,8 @@ def group_to_wire(group: Group) -> dict[str, Any]:
 
 def group_from_wire(wire: dict[str, Any]) -> Group:
     return Group(
-        meta=wire["meta"],
-        kept=wire["kept"],
+        meta=wire["meta"].frame,
+        kept=wire["kept"].frame,
         reusable={rid: frozenset(h) for rid, h in wire["reusable"].items()},
         chunked=wire["chunked"],
         extract=wire["extract"],
@@ -355,7 +356,7 @@ def _parts_to_wire(parts: ChunkParts) -> dict[str, Any] | None:
     if not parts:
         return None
     return {
-        "texts": parts.texts,
+        "texts": WireFrame(parts.texts.to_frame()),
         "chunks": [asdict(c) for c in parts.chunks],
         "header": [parts.rollout_path, parts.rollout_cwd],
         "context_window": parts.context_window,
@@ -370,7 +371,7 @@ def _parts_from_wire(wire: dict[str, Any] | None) -> ChunkParts:
         return NO_PARTS
     path, cwd = wire["header"]
     return ChunkParts(
-        texts=wire["texts"],
+        texts=wire["texts"].frame.to_series(),
         chunks=tuple(Chunk(**c) for c in wire["chunks"]),
         rollout_path=path,
         rollout_cwd=cwd,

@@ -3,8 +3,10 @@ partial memories one more request merges into the session's one stage-one output
 
 from __future__ import annotations
 
+import gc
 import json
 import re
+import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -16,6 +18,7 @@ from memkiln.io.prices import PriceBook
 from memkiln.pipeline.extract import extract_store
 from memkiln.pipeline.ingest import ingest_archive
 from memkiln.settings import Settings
+from memkiln.transforms.prompts import StageOneInput
 from memkiln.transforms.summaries import extract_section
 from tests.builders import ts, uid
 from tests.fake_openai import FakeOpenAI, Reply, last_user_text
@@ -272,3 +275,34 @@ def test_partial_memories_too_many_for_one_merge_are_merged_in_rounds(
     last = merges[-1]
     assert "### Parts 1 to " in last  # the last merge reads merged memories
     assert rows(s.db, "select count(*) from stage1_outputs") == [(1,)]
+
+
+def test_a_chunked_session_holds_only_the_messages_in_flight_not_all_its_chunks(
+    tmp_path: Path, fake_openai: FakeOpenAI
+) -> None:
+    """Each chunk's message is built when it is sent: with two requests in flight, no more
+    than two chunk messages exist at any request the server receives (built all at once,
+    a 30 MiB session's ~70 messages took four times its size, several sessions together)."""
+    long_session(tmp_path / "archive", megabytes=3, turns=24)
+    s = settings(tmp_path, fake_openai, context_window=100_000, concurrency=2)
+    ingest_archive(s)
+    part = re.compile(r"part \d+ of \d+")
+    alive: list[int] = []
+    one_at_a_time = threading.Lock()  # a count's list of every object holds them meanwhile
+
+    def count(body: dict[str, Any]) -> None:
+        if "<rollout_contents>" in last_user_text(body):
+            with one_at_a_time:
+                found = gc.get_objects()
+                alive.append(
+                    sum(isinstance(o, StageOneInput) and bool(part.search(o.user)) for o in found)
+                )
+                del found
+
+    fake_openai.route(count)
+
+    summary = extract_store(s)
+
+    assert summary.outcomes == {"succeeded": 1} and summary.chunk_requests >= 8
+    assert len(alive) == summary.chunk_requests
+    assert 1 <= max(alive) <= 2, alive
