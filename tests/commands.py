@@ -69,10 +69,15 @@ def start(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str
 
 
 def stop_when(
-    proc: subprocess.Popen[str], ready: Callable[[psutil.Process], bool], *, group: bool
+    proc: subprocess.Popen[str],
+    ready: Callable[[psutil.Process], bool],
+    *,
+    group: bool,
+    sig: signal.Signals = signal.SIGTERM,
 ) -> tuple[list[psutil.Process], str]:
-    """Wait until ``ready``, then SIGTERM the process (or its whole group, as systemd and
-    cron's session end do); return its children at that moment and its stderr."""
+    """Wait until ``ready``, then send ``sig`` to the process (or to its whole group, as
+    systemd, cron's session end and a terminal's Ctrl-C do); return its children at that
+    moment and its stderr."""
     me = psutil.Process(proc.pid)
     deadline = time.monotonic() + 300
     while not ready(me):
@@ -81,9 +86,9 @@ def stop_when(
         time.sleep(0.02)
     children = me.children(recursive=True)
     if group:
-        os.killpg(proc.pid, signal.SIGTERM)
+        os.killpg(proc.pid, sig)
     else:
-        proc.send_signal(signal.SIGTERM)
+        proc.send_signal(sig)
     _, err = proc.communicate(timeout=EXIT_TIMEOUT)  # a hang fails here
     return children, err
 

@@ -6,6 +6,11 @@ when Python shuts down. A run killed with SIGKILL (a scheduler's hard stop, the 
 never shuts down: the server lived on with no parent, holding its port and the caller's
 output pipe, for good. Here the server is started through ``watched_app`` instead, which
 runs Prefect's own app and ends the server process as soon as its parent is gone.
+
+The server also runs in a session of its own: a signal to the run's process group (a
+terminal's Ctrl-C, systemd or cron stopping a job) reaches the run alone, which stops and
+closes its records through the server, and then the server. Sent to both, the server ended
+first and the run spent about three minutes retrying it, printing Prefect's errors.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ def watch_ephemeral_server() -> None:
         def popen(args: list[str], **kwargs: Any) -> subprocess.Popen[Any]:
             args = [WATCHED_APP if a == PREFECT_APP else a for a in args]
             kwargs["env"] = {**(kwargs.get("env") or os.environ), PARENT_ENV: str(os.getpid())}
+            kwargs["start_new_session"] = True  # the run's group's signals are the run's
             return real(args, **kwargs)
 
         # the module's own name for subprocess, for the length of this one call

@@ -65,10 +65,13 @@ def reading_archive(archive: Path, db: Path | None = None) -> Callable[[psutil.P
 
 
 def assert_stopped_cleanly(
-    proc: subprocess.Popen[str], err: str, children: list[psutil.Process]
+    proc: subprocess.Popen[str],
+    err: str,
+    children: list[psutil.Process],
+    sig: signal.Signals = signal.SIGTERM,
 ) -> None:
-    assert proc.returncode == 128 + signal.SIGTERM, err
-    assert err.strip().splitlines()[-1].startswith("error: interrupted by SIGTERM"), err
+    assert proc.returncode == 128 + sig, err
+    assert err.strip().splitlines()[-1].startswith(f"error: interrupted by {sig.name}"), err
     assert "Traceback" not in err
     assert not alive(children), "a child of the stopped run is still alive"
 
@@ -130,6 +133,24 @@ def test_sigterm_during_extract_hands_back_its_leases_and_nothing_is_left_runnin
     )
     assert again.returncode == 0, again.stderr
     assert "running" not in {status for _, status in runs(db)}
+
+
+def test_ctrl_c_in_the_terminal_during_extract_stops_the_run_at_once_and_says_one_line(
+    sample_archive: Path, tmp_path: Path
+) -> None:
+    # a terminal's Ctrl-C is SIGINT to the whole foreground group: Prefect's temporary API
+    # server, a child of the run, got it too and ended first, and the run then spent about
+    # three minutes retrying a server that was gone, printing Prefect's errors, before its line
+    db = tmp_path / "m.duckdb"
+    with FakeOpenAI(latency=30.0) as fake:
+        args = ("run", "--archive", str(sample_archive), "--db", str(db), "--out",
+                str(tmp_path / "out"), "--backfill", "--no-progress", "--backend", "openai",
+                "--base-url", fake.base_url, "--concurrency", "2")  # fmt: skip
+        proc = start(*args)
+        children, err = stop_when(proc, lambda _: fake.count() > 0, group=True, sig=signal.SIGINT)
+    assert_stopped_cleanly(proc, err, children, signal.SIGINT)
+    assert len(err.strip().splitlines()) == 1, err
+    assert dict(runs(db)) == {"run": "interrupted", "ingest": "succeeded", "extract": "interrupted"}
 
 
 def test_a_run_left_running_by_a_killed_process_is_closed_by_the_next_run(
