@@ -31,6 +31,7 @@ import hashlib
 import os
 from collections import Counter
 from datetime import datetime
+from typing import NamedTuple
 
 import duckdb
 import polars as pl
@@ -70,13 +71,23 @@ from memkiln.transforms.settle import (
     settle_times,
     with_unrecognized,
 )
-from memkiln.transforms.tool_calls import TOOL_CALL_COLUMNS, build_tool_calls
+from memkiln.transforms.tool_calls import TOOL_CALL_COLUMNS, build_tool_calls, error_line_of
 
 #: The status of a file whose pieces are being written (no fingerprint yet: read again).
 INCOMPLETE = "incomplete"
 #: Tool calls without an output carried from piece to piece at most (the latest): their
 #: rows are written again when their output comes.
 MAX_WAITING_CALLS = 1000
+
+
+class Rewritten(NamedTuple):
+    """A tool output written with an earlier piece and redacted further by the next one:
+    its item's ``seq``, its call's id, its text as written and as it is now."""
+
+    seq: int
+    call_id: str | None
+    old: str
+    new: str
 
 
 def ingest_large_files(
@@ -272,15 +283,15 @@ class LargeFile:
 
     def _join_last_output(
         self, items: pl.DataFrame
-    ) -> tuple[pl.DataFrame, tuple[int, str] | None, dict[str, int]]:
+    ) -> tuple[pl.DataFrame, Rewritten | None, dict[str, int]]:
         """``items`` with a token cut by the last tool output of the pieces before (already
         written) and the first of this piece redacted on both sides (``redact_across_parts``):
-        the items, the written output's new text if it changed (``(seq, text)``), the hits.
-        What this piece's last tool output is, is carried to the next."""
+        the items, the written output's new text if it changed, the hits. What this piece's
+        last tool output is, is carried to the next."""
         outputs = items.filter(
             pl.col("item_type").is_in(list(TOOL_OUTPUT_TYPES)) & pl.col("text").is_not_null()
         )
-        before: tuple[int, str] | None = None
+        before: Rewritten | None = None
         hits: dict[str, int] = {}
         if self.last_output is not None and outputs.height:
             last = self.last_output
@@ -293,9 +304,9 @@ class LargeFile:
             )
             both, hits = redact_across_parts(both, rules=self.rules, part="__part", order=("seq",))
             if hits:
-                text = both["text"][0]
-                if text != last["text"][0]:
-                    before = (int(last["seq"][0]), text)
+                text, old = both["text"][0], last["text"][0]
+                if text != old:
+                    before = Rewritten(int(last["seq"][0]), last["call_id"][0], old, text)
                 items = both.slice(1).drop("__part")
                 outputs = items.filter(
                     pl.col("item_type").is_in(list(TOOL_OUTPUT_TYPES))
@@ -313,7 +324,7 @@ class LargeFile:
         replaced: list[int],
         hits: dict[str, int],
         session: pl.DataFrame | None,
-        before: tuple[int, str] | None = None,
+        before: Rewritten | None = None,
     ) -> None:
         at = now()
         con = self.con
@@ -345,7 +356,11 @@ class LargeFile:
                 con.execute(sql("insert_rollouts"), {"run_id": self.run_id, "at": at})
             insert_items(con, items)
             if before is not None:  # the pieces' before last tool output, redacted further
-                execute(con, "update_item_text", fid=self.fid, seq=before[0], text=before[1])
+                execute(con, "update_item_text", fid=self.fid, seq=before.seq, text=before.new)
+                if before.call_id is not None:  # and its call's error line, if it showed it
+                    execute(con, "update_tool_call_error_line", fid=self.fid,
+                            call_id=before.call_id, old=before.old, new=before.new,
+                            line=error_line_of(before.new))  # fmt: skip
             con.execute(sql("insert_tool_calls"))
             con.execute(sql("insert_quarantine"), {"run_id": self.run_id, "at": at})
             for rule_id, n in hits.items():

@@ -150,16 +150,22 @@ def build_tool_calls(items: pl.LazyFrame, *, result_errors: pl.LazyFrame) -> pl.
             failed=failed,
             has_output=has_output,
             output_chars=pl.col("out_text").str.len_chars(),
-            error_line=pl.when(failed).then(
-                pl.col("out_text")
-                .str.extract(f"({ERROR_LINE})", 1)
-                .str.strip_chars()
-                .str.head(ERROR_LINE_CHARS)
-            ),
+            error_line=pl.when(failed).then(error_line_expr(pl.col("out_text"))),
         )
         .sort("rollout_id", "seq")
         .cast(TOOL_CALL_COLUMNS)
     )
+
+
+def error_line_expr(text: pl.Expr) -> pl.Expr:
+    """The first line of an output ``text`` that reads like an error, stripped and capped."""
+    return text.str.extract(f"({ERROR_LINE})", 1).str.strip_chars().str.head(ERROR_LINE_CHARS)
+
+
+def error_line_of(text: str) -> str | None:
+    """``error_line_expr`` of one text."""
+    line = pl.select(error_line_expr(pl.lit(text, dtype=pl.String))).item()
+    return str(line) if line is not None else None
 
 
 def _outputs_per_call(outputs: pl.LazyFrame) -> pl.LazyFrame:

@@ -26,13 +26,16 @@ HALVES = [TOKEN[:20], TOKEN[20:], TOKEN[4:20], TOKEN[20:36]]
 RULES = load_rules()
 
 
-def session_bytes(filler: int = 0) -> bytes:
+def session_bytes(filler: int = 0, *, failed: bool = False) -> bytes:
     """A session whose two tool outputs end and start with the halves of ``TOKEN``, each
-    output's line after ``filler`` bytes of an answer (so the two fall in two parts)."""
+    output's line after ``filler`` bytes of an answer (so the two fall in two parts); with
+    ``failed``, the first output is a failed command's whose error line ends in the half."""
     meta = {"timestamp": AT, "type": "session_meta",
             "payload": {"id": SESSION, "cwd": "/srv/app", "source": "cli"}}  # fmt: skip
     lines = [json.dumps(meta)]
-    outputs = [f"$ head -c 20 token.txt\n{TOKEN[:20]}", f"{TOKEN[20:]}\n$ echo done"]
+    first = f"Exit code: 1\nerror: bad credentials {TOKEN[:20]}"
+    outputs = [first if failed else f"$ head -c 20 token.txt\n{TOKEN[:20]}",
+               f"{TOKEN[20:]}\n$ echo done"]  # fmt: skip
     for n, output in enumerate(outputs):
         call = {"type": "function_call", "name": "shell", "call_id": f"call_{n}",
                 "arguments": json.dumps({"command": ["bash", "-lc", "cat token.txt"]})}  # fmt: skip
@@ -64,14 +67,18 @@ def test_a_token_cut_by_two_tool_outputs_parsed_in_two_parts_leaves_neither_half
     assert norm.hits.get(HIT_ID) == 1
 
 
+@pytest.mark.parametrize("failed", [False, True], ids=["output", "error_line"])
 def test_a_token_cut_by_two_tool_outputs_in_two_pieces_of_a_large_file_leaves_neither_half(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failed: bool
 ) -> None:
+    # failed: the half also in the first call's error line (tool_calls.error_line), written
+    # with the piece before the one that shows it is half of a token
     monkeypatch.setattr(loader, "WHOLE_FILE_BYTES", 1)  # every file is read in pieces …
     monkeypatch.setattr(large_file, "FILE_PIECE_BYTES", 300)  # … of about a line each
     folder = tmp_path / "archive" / "sessions" / "2026" / "01" / "02"
     folder.mkdir(parents=True)
-    (folder / f"rollout-2026-01-02T03-04-05-{SESSION}.jsonl").write_bytes(session_bytes())
+    body = session_bytes(failed=failed)
+    (folder / f"rollout-2026-01-02T03-04-05-{SESSION}.jsonl").write_bytes(body)
     s = Settings(archive=tmp_path / "archive", db=tmp_path / "m.duckdb", backfill=True,
                  min_rollout_idle_hours=0)  # fmt: skip
 
@@ -86,6 +93,10 @@ def test_a_token_cut_by_two_tool_outputs_in_two_pieces_of_a_large_file_leaves_ne
             "select sum(hits) from redaction_hits where rule_id = $r", {"r": HIT_ID}
         ).fetchall()
     assert hits == [(1,)]
+    if failed:
+        with duckdb.connect(str(s.db), read_only=True) as con:
+            lines = con.execute("select error_line from tool_calls order by seq").fetchall()
+        assert lines[0][0] is not None and lines[0][0].startswith("error: bad credentials")
 
 
 def test_only_joins_between_two_parts_are_looked_at() -> None:
