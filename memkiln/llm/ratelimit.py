@@ -22,9 +22,10 @@ workers, which send each answer's ``Seen`` back with its outcome):
 - a request is sent at the window's edge: admitted in the flow's process, a call starts
   later (a Prefect task, a Dask worker's queue, a loaded machine), so a request is admitted
   ahead of the room by the longest recent delay from admission to a call's start (at most a
-  quarter of the window) and its call holds until the room comes (``HOLD``, the wall-clock
-  time the dispatch waits for before the call: ``hold``), and is counted from when its call
-  started (the outcome's ``started_at``; not answered yet: from the room, or its admission
+  quarter of the window) and its request holds until the room comes (``HOLD``, the
+  wall-clock time the backend waits for in its sending thread, the request's body built:
+  ``wait_until``; ``hold`` before a chunked session's requests), and is counted from when
+  it left (the outcome's ``started_at``; not answered yet: from the room, or its admission
   plus the longest recent delay if later);
 - a 429 pauses the whole run for the time the service asked and the request goes again once
   admitted; when the service states no window, the requests allowed in flight are halved too
@@ -69,7 +70,8 @@ DELAYS_KEPT = 32
 AHEAD_MOST = 0.25
 
 #: The wall-clock time before which the call just admitted (``Pace.admit``, in this task's
-#: context) must not be sent; None: at once. The dispatch reads it (``hold``).
+#: context) must not be sent; None: at once. The dispatch carries it to the backend, which
+#: waits for it (``wait_until``, ``hold``).
 HOLD: ContextVar[float | None] = ContextVar("memkiln_hold", default=None)
 
 
@@ -77,6 +79,13 @@ async def hold(until: float | None) -> None:
     """Wait until the wall-clock time ``until`` (None or past: not at all)."""
     if until is not None and until > time.time():
         await asyncio.sleep(until - time.time())
+
+
+def wait_until(until: float | None) -> None:
+    """Block this thread until the wall-clock time ``until`` (None or past: not at all)."""
+    left = 0.0 if until is None else until - time.time()
+    if left > 0:
+        time.sleep(left)
 
 
 #: The pause after a 429 that names no time.

@@ -26,6 +26,7 @@ from memkiln.llm.ratelimit import (
     duration,
     hold,
     seen_in,
+    wait_until,
 )
 from memkiln.llm.requests import build_requests, request_tokens
 from memkiln.pipeline.extract import extract_store
@@ -101,10 +102,10 @@ def test_the_requests_before_the_first_answer_are_let_go_together() -> None:
         assert {t.sent for t in first} == {100 + FIRST_TOGETHER}
         assert pace.started(first[-1]) == 100 + FIRST_TOGETHER  # not answered yet
         # once an answer came, a request goes as soon as there is room
-        clock.now = 102
-        pace.settle(first[0], limits(10_000, 6_000, "10s"), started=at(101))
+        clock.now = first[0].sent + 1
+        pace.settle(first[0], limits(10_000, 6_000, "10s"), started=at(first[0].sent))
         fifth = await pace.admit(1_000)
-        assert fifth.sent == 102 and HOLD.get() is None
+        assert fifth.sent == clock.now and HOLD.get() is None
 
     asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
 
@@ -212,6 +213,11 @@ def test_a_held_call_is_sent_at_the_wall_clock_time_it_was_given() -> None:
     assert asyncio.run(scenario()) >= 0
     asyncio.run(hold(None))  # nothing to wait for
     asyncio.run(hold(time.time() - 5))  # already past
+    until = time.time() + 0.2  # the same in a thread of its own (the backend's)
+    wait_until(until)
+    assert time.time() >= until
+    wait_until(None)
+    wait_until(time.time() - 5)
 
 
 def test_a_429_pauses_every_request_for_the_time_asked_and_halves_those_in_flight() -> None:
