@@ -53,9 +53,10 @@ import duckdb  # noqa: E402
 import openai  # noqa: E402
 
 from memkiln.io.rules import load_rules  # noqa: E402
-from memkiln.llm import backends, engine  # noqa: E402
+from memkiln.llm import backends  # noqa: E402
 from memkiln.llm.ratelimit import Pace, Seen, Ticket  # noqa: E402
 from memkiln.llm.requests import build_requests, request_tokens  # noqa: E402
+from memkiln.pipeline import extract_send  # noqa: E402
 from memkiln.pipeline.extract import extract_store  # noqa: E402
 from memkiln.pipeline.ingest import ingest_archive  # noqa: E402
 from memkiln.settings import Settings  # noqa: E402
@@ -79,7 +80,7 @@ class FixedPace(Pace):
 def fixed_concurrency() -> Any:
     """The old code's behaviour: a fixed pace, the client retrying every 429 itself."""
     with (
-        mock.patch.object(engine, "Pace", FixedPace),
+        mock.patch.object(extract_send, "Pace", FixedPace),
         mock.patch.object(backends.Client, "_should_retry", openai.OpenAI._should_retry),
     ):
         yield

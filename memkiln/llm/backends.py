@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import Future
 from contextvars import ContextVar
 from dataclasses import dataclass, replace
+from datetime import datetime
 from functools import partial
 from typing import Any, NamedTuple, Protocol, TypeVar
 
@@ -37,7 +38,7 @@ from memkiln.constants import HEURISTIC_MODEL
 from memkiln.io.prices import PriceBook
 from memkiln.io.store import now
 from memkiln.llm.errors import body_problem, failed_call
-from memkiln.llm.ratelimit import Seen, seen_in
+from memkiln.llm.ratelimit import HOLD, Seen, hold, seen_in, wait_until
 from memkiln.settings import Settings, openai_api_key
 from memkiln.transforms.chunks import Chunk, merge_groups, partial_block
 from memkiln.transforms.estimate import CONSOLIDATION_MIN_OUTPUT, consolidation_output_tokens
@@ -306,6 +307,14 @@ def refused(exc: openai.RateLimitError) -> Seen:
     return seen_in(headers, limited=True, retry_after=retry_after(headers), retry=not spent)
 
 
+@dataclass
+class Left:
+    """When a request left for the service (a call's thread sets it once the request is
+    sent; until then, when the call started)."""
+
+    at: datetime
+
+
 #: A blocking call and the future of its result.
 _Job = tuple[Callable[[], Any], Future[Any]]
 
@@ -488,23 +497,29 @@ class OpenAIBackend:
         )
         if over:
             return replace(base, reason=FailureReason.CONTEXT_OVERFLOW, detail=over)
+        # held in the backend's thread until the window's edge the run's pace set, its body
+        # built first: the request leaves at the edge, and it started when it left
+        left = Left(started)
         sent = replace(base, sent=True)  # from here on, a request goes to the model
         try:
             parsed, tokens_in, tokens_out, seen = await self._threads.run(
-                partial(self._call, prompt, paced=True)
+                partial(self._call, prompt, paced=True, until=HOLD.get(), left=left)
             )
         except openai.APIError as exc:
             reason, detail = failed_call(exc, rules=self.rules)
             limits = refused(exc).to_wire() if isinstance(exc, openai.RateLimitError) else None
-            return replace(sent, reason=reason, detail=detail, limits=limits)
+            return replace(sent, reason=reason, detail=detail, limits=limits, started_at=left.at)
         except ValidationError as exc:  # a 200 whose body is not a response of this API
-            return replace(sent, reason=FailureReason.INVALID_JSON, detail=body_problem(exc))
+            return replace(
+                sent, reason=FailureReason.INVALID_JSON, detail=body_problem(exc),
+                started_at=left.at,
+            )  # fmt: skip
         usage: dict[str, Any] = {
             "input_hash": request.input_hash,
             "input_tokens": tokens_in,
             "output_tokens": tokens_out,
             "cost_usd": self.cost(tokens_in, tokens_out),
-            "started_at": started,
+            "started_at": left.at,
             "sent": True,
             "chunks_cut": base.chunks_cut,
             "limits": seen.to_wire(),
@@ -524,6 +539,7 @@ class OpenAIBackend:
         chunks' partial memories into one stage-one output (in rounds, when the partials do
         not fit one request). Any failed request fails the whole session, nothing of it
         stored, with the tokens and cost of every request sent."""
+        await hold(HOLD.get())  # its first requests go at the window's edge the pace set
         started = now()
         base = Outcome(
             request.rollout_id,
@@ -646,14 +662,26 @@ class OpenAIBackend:
         )
         return parsed, tokens_in, tokens_out
 
-    def _call(self, prompt: StageOneInput, *, paced: bool = False) -> tuple[Parsed, int, int, Seen]:
+    def _call(
+        self,
+        prompt: StageOneInput,
+        *,
+        paced: bool = False,
+        until: float | None = None,
+        left: Left | None = None,
+    ) -> tuple[Parsed, int, int, Seen]:
         # Runs in one of the backend's threads, parsing the answer too, so that the event
         # loop only hands out requests and collects outcomes. The body goes out as it is
         # through the client's own ``post`` (the same auth, timeouts, retries and errors as
         # ``create``) and only what is used is read back: ``create`` runs its typed-parameter
         # transform over the messages on every request and the typed response is built field
         # by field, together about half of the client's CPU per request.
+        # held until the wall-clock time ``until`` once the body is built; ``left`` is told
+        # when the request left
         path, body = self.request_body(prompt)
+        wait_until(until)
+        if left is not None:
+            left.at = now()
         on_pace = _PACED.set(paced)
         try:
             response = self.client.post(

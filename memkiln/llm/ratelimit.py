@@ -10,7 +10,9 @@ workers, which send each answer's ``Seen`` back with its outcome):
 - the first few requests (``FIRST_IN_FLIGHT``) go before any answer, as a connection starts
   with a window of several segments: the first answer tells whether the service states
   limits, and a service that does admits a few requests at once (a limit of one request
-  costs at most that many 429s, once);
+  costs at most that many 429s, once); they are let go together (``FIRST_TOGETHER`` after
+  the first is admitted), so that the first window's requests reach the service at one
+  moment however their calls' start-up spreads them, and every window after keeps that shape;
 - the service's window is taken as the longest reset time it stated (a request admitted into
   an empty window resets it that long after); the run keeps its own log of what it sent
   (each request counted for its input plus the most output it may produce, as providers count
@@ -20,9 +22,10 @@ workers, which send each answer's ``Seen`` back with its outcome):
 - a request is sent at the window's edge: admitted in the flow's process, a call starts
   later (a Prefect task, a Dask worker's queue, a loaded machine), so a request is admitted
   ahead of the room by the longest recent delay from admission to a call's start (at most a
-  quarter of the window) and its call holds until the room comes (``HOLD``, the wall-clock
-  time the dispatch waits for before the call: ``hold``), and is counted from when its call
-  started (the outcome's ``started_at``; not answered yet: from the room, or its admission
+  quarter of the window) and its request holds until the room comes (``HOLD``, the
+  wall-clock time the backend waits for in its sending thread, the request's body built:
+  ``wait_until``; ``hold`` before a chunked session's requests), and is counted from when
+  it left (the outcome's ``started_at``; not answered yet: from the room, or its admission
   plus the longest recent delay if later);
 - a 429 pauses the whole run for the time the service asked and the request goes again once
   admitted; when the service states no window, the requests allowed in flight are halved too
@@ -56,13 +59,19 @@ GIVE_UP_AFTER = 20
 TRIES_PER_REQUEST = 6
 #: Requests in flight before the first answer (then ``--concurrency``, or what it states).
 FIRST_IN_FLIGHT = 4
+#: The requests that go before the first answer are let go together, this many seconds after
+#: the first of them is admitted: the service's window begins when the first arrives, and
+#: the others would otherwise follow as their calls start (a Prefect task run created, a
+#: Dask worker's first task: 0.1-0.4 s apart), each late by as much in every window after.
+FIRST_TOGETHER = 1.0
 #: How many of the last calls' delays (admission to the call's start) are remembered.
 DELAYS_KEPT = 32
 #: A request is admitted ahead of its room by at most this share of the window.
 AHEAD_MOST = 0.25
 
 #: The wall-clock time before which the call just admitted (``Pace.admit``, in this task's
-#: context) must not be sent; None: at once. The dispatch reads it (``hold``).
+#: context) must not be sent; None: at once. The dispatch carries it to the backend, which
+#: waits for it (``wait_until``, ``hold``).
 HOLD: ContextVar[float | None] = ContextVar("memkiln_hold", default=None)
 
 
@@ -70,6 +79,13 @@ async def hold(until: float | None) -> None:
     """Wait until the wall-clock time ``until`` (None or past: not at all)."""
     if until is not None and until > time.time():
         await asyncio.sleep(until - time.time())
+
+
+def wait_until(until: float | None) -> None:
+    """Block this thread until the wall-clock time ``until`` (None or past: not at all)."""
+    left = 0.0 if until is None else until - time.time()
+    if left > 0:
+        time.sleep(left)
 
 
 #: The pause after a 429 that names no time.
@@ -192,6 +208,8 @@ class Pace:
         #: the last calls' delays from their admission to their start
         self.delays: deque[float] = deque(maxlen=DELAYS_KEPT)
         self.known = False
+        #: when the requests admitted before the first answer go (``_together``)
+        self._first: tuple[float, float] | None = None
         self.in_flight = 0
         self.window: float | None = None
         self.limit_tokens: int | None = None
@@ -220,11 +238,13 @@ class Pace:
             if wait <= ahead:  # sent once the room comes (now, or held until then)
                 wall = self.wall()
                 room = max(0.0, wait)
+                sent, sent_wall = now + room, wall + room
+                if not self.known:  # before the first answer: all let go at one moment
+                    sent, sent_wall = self._together(now, wall)
                 ticket = Ticket(
-                    now + room, tokens, requests, wall=wall + room, admitted=now,
-                    admitted_wall=wall,
-                )  # fmt: skip
-                HOLD.set(ticket.wall if room > 0 else None)
+                    sent, tokens, requests, wall=sent_wall, admitted=now, admitted_wall=wall
+                )
+                HOLD.set(sent_wall if sent > now else None)
                 self._log.append(ticket)
                 self.in_flight += 1
                 self.admitted += 1
@@ -234,6 +254,13 @@ class Pace:
             timeout = None if math.isinf(wait) else wait
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), timeout)
+
+    def _together(self, now: float, wall: float) -> tuple[float, float]:
+        """When the requests admitted before the first answer are let go (the pace's clock,
+        and the wall clock): ``FIRST_TOGETHER`` after the first of them was admitted."""
+        if self._first is None:
+            self._first = (now + FIRST_TOGETHER, wall + FIRST_TOGETHER)
+        return self._first
 
     def wait(self, now: float, tokens: int, requests: int = 1) -> float:
         """Seconds before a call of ``tokens`` and ``requests`` may be sent (``inf``: until an

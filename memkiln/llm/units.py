@@ -38,7 +38,7 @@ from memkiln.io.loader import WireFrame
 from memkiln.io.rules import load_rules
 from memkiln.llm.backends import Backend, Request
 from memkiln.llm.choice import make_backend
-from memkiln.llm.ratelimit import HOLD, hold
+from memkiln.llm.ratelimit import HOLD
 from memkiln.llm.requests import render_requests
 from memkiln.settings import Options, Settings
 from memkiln.transforms.chunks import Chunk
@@ -160,7 +160,7 @@ class Local:
         return render_group(group, settings=self.settings, rules=self.rules, backend=self.backend)
 
     async def call(self, request: Request) -> Outcome:
-        await hold(HOLD.get())  # sent at the window's edge (``memkiln.llm.ratelimit``)
+        # the backend holds the request until the window's edge in this task's ``HOLD``
         return await extract_one(self.backend, request, rules=self.rules)
 
     def running(self) -> AbstractContextManager[None]:
@@ -196,7 +196,8 @@ def call_wire(request: dict[str, Any], options: Options) -> dict[str, Any]:
     run = str(request.get("run", ""))
 
     async def call() -> Outcome:
-        await hold(request.get("hold"))  # sent at the window's edge (``memkiln.llm.ratelimit``)
+        # the backend holds the request until the window's edge (``memkiln.llm.ratelimit``)
+        HOLD.set(request.get("hold"))
         return await extract_one(backend, decoded, rules=rules)
 
     outcome = asyncio.run(_stoppable(run, call()))

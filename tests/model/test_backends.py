@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import threading
+import time
 from pathlib import Path
 
 import httpx2
@@ -14,6 +15,7 @@ from pydantic import ValidationError
 
 from memkiln.io.rules import load_rules
 from memkiln.llm.backends import DaemonThreads, OpenAIBackend, Request, read_answer
+from memkiln.llm.ratelimit import HOLD
 from memkiln.settings import Settings
 from memkiln.transforms.heuristic import RolloutFacts
 from memkiln.transforms.prompts import build_stage_one_input
@@ -152,6 +154,28 @@ def test_each_api_sends_the_strict_schema_with_the_key_and_reads_the_answer(
         assert "memory extractor" in body["instructions"] and "add the tax line" in body["input"]
         fmt = body["text"]["format"]
     assert fmt["strict"] is True and set(fmt["schema"]["required"]) == set(STAGE_ONE)
+
+
+def test_a_request_held_to_the_windows_edge_leaves_then_and_started_when_it_left(
+    fake_openai: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the run's pace holds a request until the window's edge (``HOLD``): the backend builds
+    # its body first and sends it at the edge (the work before it, a cold worker's first
+    # call, does not make it late), and its outcome started when it left, as the pace counts
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
+    backend = backend_for(fake_openai, tmp_path)
+
+    async def run() -> tuple[float, Outcome]:
+        edge = time.time() + 0.3
+        HOLD.set(edge)
+        try:
+            return edge, await backend.extract(request())
+        finally:
+            await backend.aclose()
+
+    edge, outcome = asyncio.run(run())
+    assert outcome.outcome == "succeeded" and outcome.started_at is not None
+    assert outcome.started_at.timestamp() >= edge
 
 
 def test_an_answer_that_is_not_the_schema_fails_with_its_reason(

@@ -18,6 +18,7 @@ import pytest
 from memkiln.io.rules import load_rules
 from memkiln.llm.ratelimit import (
     FIRST_IN_FLIGHT,
+    FIRST_TOGETHER,
     GIVE_UP_AFTER,
     HOLD,
     Pace,
@@ -25,6 +26,7 @@ from memkiln.llm.ratelimit import (
     duration,
     hold,
     seen_in,
+    wait_until,
 )
 from memkiln.llm.requests import build_requests, request_tokens
 from memkiln.pipeline.extract import extract_store
@@ -69,18 +71,41 @@ def test_a_few_requests_go_before_any_answer_then_the_stated_window_is_kept() ->
         first = [await pace.admit(1_000) for _ in range(FIRST_IN_FLIGHT)]
         assert pace.wait(clock.now, 1_000) == math.inf  # the rest wait for an answer
         # the service allows 6,000 tokens per 10 s; the first requests used 4,000
-        clock.now += 1
+        clock.now = first[0].sent + 1
         assert pace.settle(first[0], limits(6_000, 2_000, "10s")) is False
         assert (pace.window, pace.limit_tokens, pace.allowed) == (10.0, 6_000, 16)
         fifth = await pace.admit(1_000)
         await pace.admit(1_000)
         # full: the next fits once the first requests leave the window (sent at 100)
         wait = pace.wait(clock.now, 1_000)
-        assert 10 - 1 < wait <= 10 - 1 + 0.1
+        assert 10 - 1 < wait <= 10 - 1 + 0.1  # sent 1 s ago
         clock.now = first[0].sent + 10 + 0.1
         assert pace.wait(clock.now, 1_000) == 0
         # a request larger than what the first ones free waits for the fifth too
         assert pace.wait(clock.now, 4_500) == pytest.approx(fifth.sent + 10.05 - clock.now)
+
+    asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
+
+
+def test_the_requests_before_the_first_answer_are_let_go_together() -> None:
+    # admitted as the send loop hands them out, their calls start as a task runner gets to
+    # them (0.1-0.4 s apart on Dask): let go at one moment, they reach the service together
+    # and every window after keeps that shape
+    async def scenario() -> None:
+        clock = Clock()
+        pace = Pace(16, clock=clock, wall=clock)
+        first = []
+        for offset in (0.0, 0.1, 0.25, 0.4):
+            clock.now = 100 + offset
+            first.append(await pace.admit(1_000))
+            assert HOLD.get() == 100 + FIRST_TOGETHER
+        assert {t.sent for t in first} == {100 + FIRST_TOGETHER}
+        assert pace.started(first[-1]) == 100 + FIRST_TOGETHER  # not answered yet
+        # once an answer came, a request goes as soon as there is room
+        clock.now = first[0].sent + 1
+        pace.settle(first[0], limits(10_000, 6_000, "10s"), started=at(first[0].sent))
+        fifth = await pace.admit(1_000)
+        assert fifth.sent == clock.now and HOLD.get() is None
 
     asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
 
@@ -96,7 +121,7 @@ def test_a_call_that_starts_later_than_admitted_is_counted_from_its_start() -> N
     async def scenario() -> None:
         clock = Clock()
         pace = Pace(16, clock=clock, wall=clock)
-        late = await pace.admit(1_000)  # at 100, sent at 102
+        late = await pace.admit(1_000)  # at 100, let go at 101, sent at 102
         clock.now = 103
         pace.settle(late, limits(2_000, 1_000, "10s"), started=at(102))
         prompt = await pace.admit(1_000)  # at 103, sent at once
@@ -117,7 +142,7 @@ def test_a_request_is_admitted_ahead_of_its_room_and_held_until_the_windows_edge
         clock = Clock()
         pace = Pace(16, clock=clock, wall=clock)
         first = await pace.admit(1_000)
-        assert HOLD.get() is None  # room now: sent at once
+        assert HOLD.get() == pytest.approx(100 + FIRST_TOGETHER)  # before any answer
         clock.now = 102
         pace.settle(first, limits(2_000, 1_000, "10s"), started=at(101.5))
         second = await pace.admit(1_000)
@@ -143,19 +168,19 @@ def test_requests_admitted_during_a_pause_still_fit_the_window() -> None:
     async def scenario() -> None:
         clock = Clock()
         pace = Pace(16, clock=clock, wall=clock)
-        first = await pace.admit(1_000)
-        clock.now = 101
-        pace.settle(first, limits(2_000, 1_000, "10s"), started=at(100.5))
+        first = await pace.admit(1_000)  # let go at 101, before any answer
+        clock.now = 102
+        pace.settle(first, limits(2_000, 1_000, "10s"), started=at(101.5))
         second = await pace.admit(1_000)
-        clock.now = 101.6
+        clock.now = 102.6
         refused = limits(2_000, 1_000, "10s", limited=True, retry_after=1.0)
-        assert pace.settle(second, refused, started=at(101.5)) is True
-        assert pace.ahead() == pytest.approx(0.5) and pace.margin() == pytest.approx(1.05)
-        clock.now = 102.2  # the pause ends at 102.6: within the time a call takes to start
+        assert pace.settle(second, refused, started=at(102.5)) is True
+        assert pace.ahead() == pytest.approx(1.5) and pace.margin() == pytest.approx(1.05)
+        clock.now = 103.2  # the pause ends at 103.6: within the time a call takes to start
         await pace.admit(1_000)
-        assert HOLD.get() == pytest.approx(102.6)  # held until the pause ends
+        assert HOLD.get() == pytest.approx(103.6)  # held until the pause ends
         # the window is full (the first and this one) until the first leaves it
-        assert pace.wait(clock.now, 1_000) == pytest.approx(100.5 + 11.05 - clock.now)
+        assert pace.wait(clock.now, 1_000) == pytest.approx(101.5 + 11.05 - clock.now)
 
     asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
 
@@ -166,14 +191,14 @@ def test_a_429_says_when_there_is_room_not_what_others_use() -> None:
     async def scenario() -> None:
         clock = Clock()
         pace = Pace(16, clock=clock, wall=clock)
-        first = await pace.admit(2_000)
-        clock.now = 101
-        pace.settle(first, limits(2_000, 0, "10s"), started=at(100))
-        clock.now = 110.06  # gone from the log
+        first = await pace.admit(2_000)  # let go at 101, before any answer
+        clock.now = 102
+        pace.settle(first, limits(2_000, 0, "10s"), started=at(101))
+        clock.now = 111.06  # gone from the log
         early = await pace.admit(2_000)
-        clock.now = 110.07
+        clock.now = 111.07
         refused = limits(2_000, 0, "10s", limited=True, retry_after=0.02)
-        assert pace.settle(early, refused, started=at(110.06)) is True
+        assert pace.settle(early, refused, started=at(111.06)) is True
         assert pace.wait(clock.now, 2_000) == pytest.approx(0.02)  # the pause, no more
 
     asyncio.run(asyncio.wait_for(scenario(), 30))  # a wait on the frozen clock: an error
@@ -188,6 +213,11 @@ def test_a_held_call_is_sent_at_the_wall_clock_time_it_was_given() -> None:
     assert asyncio.run(scenario()) >= 0
     asyncio.run(hold(None))  # nothing to wait for
     asyncio.run(hold(time.time() - 5))  # already past
+    until = time.time() + 0.2  # the same in a thread of its own (the backend's)
+    wait_until(until)
+    assert time.time() >= until
+    wait_until(None)
+    wait_until(time.time() - 5)
 
 
 def test_a_429_pauses_every_request_for_the_time_asked_and_halves_those_in_flight() -> None:
