@@ -25,6 +25,7 @@ from memkiln.flows.task_runners import (
     on_workers,
     parallelism,
     stopped_with,
+    submit_step,
 )
 from memkiln.llm.backends import Request
 from memkiln.llm.ratelimit import HOLD
@@ -91,8 +92,8 @@ class Tasks:
         return parallelism(self.runner)  # a local Dask cluster starts here, not before
 
     def render(self, group: Group) -> list[Ready]:
-        future = render_sessions_task.submit(
-            group_to_wire(group), self.options, next(self._numbers)
+        future = submit_step(
+            render_sessions_task, group_to_wire(group), self.options, next(self._numbers)
         )
         return [ready_from_wire(wire) for wire in future.result()]
 
@@ -101,7 +102,7 @@ class Tasks:
         # submitted from a worker thread: a submission takes the flow's process 0.1-0.3 s on
         # Dask (the task and its request serialized for the scheduler), and the event loop
         # meanwhile admits the other requests let go at the same window's edge
-        submit = partial(call_model_task.submit, wire, self.options, next(self._numbers))
+        submit = partial(submit_step, call_model_task, wire, self.options, next(self._numbers))
         future = await asyncio.to_thread(submit)
         self._calls.add(future)
         try:

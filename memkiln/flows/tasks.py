@@ -19,7 +19,7 @@ from memkiln.flows.artifacts import flow_run_id, phase_of, publish
 from memkiln.flows.dispatch import Tasks
 from memkiln.flows.ephemeral import stoppable
 from memkiln.flows.run_logs import log_phase
-from memkiln.flows.task_runners import current_runner, parallelism, stopped_with
+from memkiln.flows.task_runners import current_runner, parallelism, stopped_with, submit_step
 from memkiln.io.progress import Reporter
 from memkiln.llm.units import Dispatch
 from memkiln.pipeline.consolidate import consolidate, render_step
@@ -63,9 +63,11 @@ class PrefectRunner:
             return
         runner = current_runner()
         ahead = parallelism(runner)
-        submit = STEP_TASKS[step].submit
+        step_task = STEP_TASKS[step]
         with stopped_with(runner):
-            yield from ordered_results(lambda item: submit(*item), _chain(first, it), ahead=ahead)
+            yield from ordered_results(
+                lambda item: submit_step(step_task, *item), _chain(first, it), ahead=ahead
+            )
 
     def dispatch(self, settings: Settings) -> Dispatch | None:
         return Tasks(settings)

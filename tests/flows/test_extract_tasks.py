@@ -240,6 +240,14 @@ def test_under_prefect_each_request_is_a_call_model_task_and_the_rows_are_the_sa
         return await real(self, request)
 
     monkeypatch.setattr(Tasks, "call", counted)
+    # no call task is kept by the phase once it ended (``submit_step``)
+    from prefect.transactions import Transaction
+
+    taken: list[object] = []
+    add_child = Transaction.add_child
+    monkeypatch.setattr(
+        Transaction, "add_child", lambda self, child: (taken.append(child), add_child(self, child))
+    )
 
     # Prefect read its settings when it was imported, before the test session set them
     with temporary_settings(
@@ -248,6 +256,7 @@ def test_under_prefect_each_request_is_a_call_model_task_and_the_rows_are_the_sa
         summary = extract_flow(Options(**dict(flowed)))
 
     assert summary.outcomes == {"succeeded": 7} and len(submitted) == 7
+    assert taken == []
     mine, theirs = table_rows(local.db), table_rows(flowed.db)
     for table, rows in mine.items():
         assert theirs[table] == rows, table

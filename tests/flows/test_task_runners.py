@@ -3,7 +3,11 @@ and a local Dask cluster's workers."""
 
 from __future__ import annotations
 
+import gc
 import os
+import weakref
+from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -134,3 +138,50 @@ def test_a_task_cancelled_as_a_worker_closes_is_not_told_and_nothing_else() -> N
         logger.removeHandler(handler)
         logger.filters[:] = before
     assert seen == [f"Unhandled exception in async instruction for {task}"]
+
+
+class Held:
+    """A step's parameter or result, watched through a weak reference."""
+
+
+def _steps_held(submit: Any, n: int) -> list[bool]:
+    """Inside a phase task of a flow run on the thread runner: ``n`` steps submitted with
+    ``submit``, one after another; for each, whether its parameter or its result is still
+    alive once it ended and the phase dropped both."""
+    from prefect import flow, task
+    from prefect.cache_policies import NO_CACHE
+
+    @task(cache_policy=NO_CACHE, persist_result=False)
+    def step(value: Held) -> Held:
+        return Held()
+
+    @task(cache_policy=NO_CACHE)
+    def phase() -> list[bool]:
+        alive = []
+        for _ in range(n):
+            given = Held()
+            result = submit(step, given).result()
+            refs = (weakref.ref(given), weakref.ref(result))
+            del given, result
+            gc.collect()
+            alive.append(any(ref() is not None for ref in refs))
+        return alive
+
+    @flow
+    def job() -> list[bool]:
+        return phase()
+
+    return job()
+
+
+def test_a_step_of_a_phase_is_not_kept_by_the_phase_once_it_ended(prefect_home: Path) -> None:
+    # Prefect hands an ended task's transaction (with its parameters and result) to the
+    # transaction of the task that submitted it, until that one ends: a run's every batch,
+    # chunk of sessions and request stayed in memory until its phase ended
+    from prefect.settings import PREFECT_HOME, temporary_settings
+
+    from memkiln.flows.task_runners import submit_step
+
+    with temporary_settings({PREFECT_HOME: prefect_home}):
+        assert _steps_held(lambda step, *args: step.submit(*args), 3) == [True] * 3
+        assert _steps_held(submit_step, 3) == [False] * 3
