@@ -814,13 +814,17 @@ class FakeOpenAI:
         latency: float = 0.0,
         default: Reply | None = None,
         log_path: str | Path | None = None,
+        keep_bodies: bool = True,
     ) -> None:
-        """Configure; ``start()`` (or ``with``) binds the socket and starts serving."""
+        """Configure; ``start()`` (or ``with``) binds the socket and starts serving.
+        ``keep_bodies=False`` (the standalone server) records each request without its body:
+        a long benchmark's bodies (30 MiB sessions sent in chunks) once held 18 GB."""
         self.host = host
         self.port = port
         self.latency = latency
         self.default: Reply = default or Reply()
         self.log_path = Path(log_path) if log_path is not None else None
+        self.keep_bodies = keep_bodies
         self.requests: list[dict[str, Any]] = []
         self.errors: list[BaseException] = []
         #: when set, a tokenizer: the usage of every answer counts the request's messages
@@ -978,8 +982,9 @@ class FakeOpenAI:
 
     def _enter(self, record: dict[str, Any]) -> None:
         """Record a request as it arrives and count it in flight."""
+        kept = record if self.keep_bodies else {**record, "body": None}
         with self._lock:
-            self.requests.append(record)
+            self.requests.append(kept)
             self._in_flight += 1
             self._max_in_flight = max(self._max_in_flight, self._in_flight)
         if self.log_path is not None:
@@ -1254,7 +1259,12 @@ def main(argv: list[str] | None = None) -> int:
         else "",
     )
     fake = FakeOpenAI(
-        host=args.host, port=args.port, latency=args.latency, default=default, log_path=args.log
+        host=args.host,
+        port=args.port,
+        latency=args.latency,
+        default=default,
+        log_path=args.log,
+        keep_bodies=False,
     )
     if args.limit_tokens is not None or args.limit_requests is not None:
         fake.limit(tokens=args.limit_tokens, requests=args.limit_requests, window=args.window)

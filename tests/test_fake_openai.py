@@ -317,3 +317,14 @@ def test_the_standalone_server_prints_ready_serves_and_logs(tmp_path: Path) -> N
 def test_an_unknown_reply_kind_is_rejected() -> None:
     with pytest.raises(ValueError, match="unknown Reply kind"):
         Reply(kind="nonsense")
+
+
+def test_a_server_that_keeps_no_bodies_records_its_requests_without_them() -> None:
+    # the standalone server, which a long benchmark sends gigabytes to
+    with FakeOpenAI(keep_bodies=False) as fake:
+        client = openai.OpenAI(base_url=fake.base_url, api_key="sk-test", max_retries=0)
+        client.chat.completions.create(
+            model="gpt-4.1-mini", messages=[{"role": "user", "content": "x" * 1000}]
+        )
+        assert fake.count("/chat/completions") == 1
+        assert fake.requests[0]["body"] is None
