@@ -119,4 +119,8 @@ LARGE_SESSION_WINDOW_CHARS = 16 * 1024 * 1024
 SESSION_PIECE_CHARS = 16 * 1024 * 1024
 #: Characters of kept items a group of sessions prepared together holds at most once read (a
 #: session past four windows: two windows; a session larger alone is a group of its own).
-GROUP_HELD_CHARS = 4 * LARGE_SESSION_WINDOW_CHARS
+#: Reading and rendering cost several times what they hold (one 30 MiB session: 28 MB of
+#: items, +210 MB read, +370 MB rendered at peak), so two such sessions are not prepared
+#: together: eight of them peaked at 1.28-1.34 GB under Prefect with a model, 1.34-1.50 GB
+#: at four windows.
+GROUP_HELD_CHARS = 2 * LARGE_SESSION_WINDOW_CHARS
