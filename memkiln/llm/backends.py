@@ -259,16 +259,34 @@ def read_answer(raw: bytes, *, api: str) -> Answer:
 _PACED: ContextVar[bool] = ContextVar("memkiln_paced", default=False)
 
 
+#: Told when the request this thread sends has left (``OpenAIBackend._call``), if any.
+_LEAVING: ContextVar[Left | None] = ContextVar("memkiln_leaving", default=None)
+
+
 class Client(openai.OpenAI):
     """The official client, except that a request sent on the run's pace (a session's
     single stage-one request) is not retried by the client after a 429: the run's controller
     pauses every request for the time the service asked and sends it again
-    (``memkiln.llm.ratelimit``). Every other retry stays the client's."""
+    (``memkiln.llm.ratelimit``). Every other retry stays the client's. A request whose
+    departure is asked for (``_LEAVING``) carries the HTTP stack's ``trace`` extension, which
+    tells when its body was written to the connection."""
 
     def _should_retry(self, response: httpx2.Response) -> bool:
         if response.status_code == 429 and _PACED.get():
             return False
         return super()._should_retry(response)
+
+    def _prepare_request(self, request: httpx2.Request) -> None:
+        super()._prepare_request(request)
+        left = _LEAVING.get()
+        if left is not None:  # built again for each of the client's retries: the last one's
+            request.extensions["trace"] = partial(_departed, left)
+
+
+def _departed(left: Left, event: str, info: Mapping[str, Any]) -> None:
+    """The ``trace`` extension of a request: it left when its body was written."""
+    if event.endswith(".send_request_body.complete"):
+        left.at = now()
 
 
 def open_client(**options: Any) -> openai.OpenAI:
@@ -309,8 +327,8 @@ def refused(exc: openai.RateLimitError) -> Seen:
 
 @dataclass
 class Left:
-    """When a request left for the service (a call's thread sets it once the request is
-    sent; until then, when the call started)."""
+    """When a request left for the service: when its body was written to the connection
+    (``Client``); until then, when its hold ended, or when the call started."""
 
     at: datetime
 
@@ -679,15 +697,15 @@ class OpenAIBackend:
         # held until the wall-clock time ``until`` once the body is built; ``left`` is told
         # when the request left
         path, body = self.request_body(prompt)
+        client = self.client  # built before the edge (a fresh process's first: 0.1-0.2 s)
         wait_until(until)
         if left is not None:
             left.at = now()
-        on_pace = _PACED.set(paced)
+        on_pace, leaving = _PACED.set(paced), _LEAVING.set(left)
         try:
-            response = self.client.post(
-                path, body=body, cast_to=httpx2.Response, options=BEARER_AUTH
-            )
+            response = client.post(path, body=body, cast_to=httpx2.Response, options=BEARER_AUTH)
         finally:
+            _LEAVING.reset(leaving)
             _PACED.reset(on_pace)
         answer = read_answer(response.content, api=self.api)
         tokens_in, tokens_out = answer.counts or (count_tokens(prompt.user), 0)

@@ -63,7 +63,9 @@ FIRST_IN_FLIGHT = 4
 #: the first of them is admitted: the service's window begins when the first arrives, and
 #: the others would otherwise follow as their calls start (a Prefect task run created, a
 #: Dask worker's first task: 0.1-0.4 s apart), each late by as much in every window after.
-FIRST_TOGETHER = 1.0
+#: A fresh Dask worker's first calls reached their hold 0.4-1.2 s after their admission at
+#: loads of 2-4, 1.56 s at a load of 9: one that comes later goes late (``bench/RESULTS.md``).
+FIRST_TOGETHER = 2.0
 #: How many of the last calls' delays (admission to the call's start) are remembered.
 DELAYS_KEPT = 32
 #: A request is admitted ahead of its room by at most this share of the window.

@@ -7,15 +7,19 @@ import json
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import httpx2
+import openai
 import polars as pl
 import pytest
 from pydantic import ValidationError
 
 from memkiln.io.rules import load_rules
+from memkiln.llm import backends
 from memkiln.llm.backends import DaemonThreads, OpenAIBackend, Request, read_answer
 from memkiln.llm.ratelimit import HOLD
+from memkiln.llm.ratelimit import wait_until as wait_until_edge
 from memkiln.settings import Settings
 from memkiln.transforms.heuristic import RolloutFacts
 from memkiln.transforms.prompts import build_stage_one_input
@@ -100,14 +104,13 @@ def test_daemon_threads_hand_back_results_and_errors() -> None:
 
 
 def backend_for(fake: FakeOpenAI, tmp_path: Path, **kw: object) -> OpenAIBackend:
+    options: dict[str, object] = {"max_retries": 0, "request_timeout_s": 5} | kw
     settings = Settings(
         db=tmp_path / "m.duckdb",
         backend="openai",
         base_url=fake.base_url,
         model="fake-model",
-        max_retries=0,
-        request_timeout_s=5,
-        **kw,  # type: ignore[arg-type]
+        **options,  # type: ignore[arg-type]
     )
     return OpenAIBackend(settings, rules=load_rules())
 
@@ -176,6 +179,87 @@ def test_a_request_held_to_the_windows_edge_leaves_then_and_started_when_it_left
     edge, outcome = asyncio.run(run())
     assert outcome.outcome == "succeeded" and outcome.started_at is not None
     assert outcome.started_at.timestamp() >= edge
+
+
+def test_a_request_leaves_with_its_client_built_and_started_when_its_body_was_sent(
+    fake_openai: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # a fresh process's first request: its client (built in the backend's thread when the
+    # backend is) took 0.1-0.2 s more on a Dask worker at a load of 3, after the request's
+    # hold had ended. It is built before the edge, and the request counted from when its
+    # body was written: the run's pace counts the next window from then
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
+    gate = threading.Event()
+    built: list[float] = []
+    real = backends.open_client
+
+    def slow_client(**options: Any) -> openai.OpenAI:
+        gate.wait(30)
+        built.append(time.time())
+        return real(**options)
+
+    monkeypatch.setattr(backends, "open_client", slow_client)
+    backend = backend_for(fake_openai, tmp_path)
+    at_the_edge: list[bool] = []
+    real_wait = wait_until_edge
+
+    def wait_until(until: float | None) -> None:
+        at_the_edge.append(backend._client.done())  # the client, once the hold ends
+        real_wait(until)
+
+    monkeypatch.setattr(backends, "wait_until", wait_until)
+
+    async def run() -> Outcome:
+        threading.Timer(0.3, gate.set).start()  # the client is built 0.3 s from now
+        try:
+            return await backend.extract(request())
+        finally:
+            await backend.aclose()
+
+    outcome = asyncio.run(run())
+    assert outcome.outcome == "succeeded" and outcome.started_at is not None
+    assert at_the_edge == [True]
+    assert outcome.started_at.timestamp() >= built[0]
+
+
+def test_a_request_is_counted_from_when_its_body_was_written_to_the_connection(
+    fake_openai: FakeOpenAI, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # whatever delays a request inside the client (a cold process, a starved thread), the
+    # outcome's start is when it reached the connection, as the service counts it
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-key")
+    backend = backend_for(fake_openai, tmp_path)
+    http = backend.client._client
+    real_send = http.send
+    handed: list[float] = []
+
+    def late_send(request: httpx2.Request, **kwargs: Any) -> httpx2.Response:
+        time.sleep(0.1)  # the client's own work before the request goes
+        handed.append(time.time())
+        return real_send(request, **kwargs)
+
+    monkeypatch.setattr(http, "send", late_send)
+
+    async def run() -> Outcome:
+        HOLD.set(None)
+        try:
+            return await backend.extract(request())
+        finally:
+            await backend.aclose()
+
+    outcome = asyncio.run(run())
+    assert outcome.outcome == "succeeded" and outcome.started_at is not None
+    assert outcome.started_at.timestamp() >= handed[0]
+    # a request the client retried (a 5xx) left when its last try did: every try is traced
+    fake_openai.script(Reply("status", status=500))
+    backend = backend_for(fake_openai, tmp_path, max_retries=1)
+    http = backend.client._client
+    real_send = http.send
+    handed.clear()
+    monkeypatch.setattr(http, "send", late_send)
+    outcome = asyncio.run(run())
+    assert outcome.outcome == "succeeded" and outcome.started_at is not None
+    assert len(handed) == 2 and outcome.started_at.timestamp() >= handed[1]
 
 
 def test_an_answer_that_is_not_the_schema_fails_with_its_reason(
