@@ -290,17 +290,24 @@ def test_a_chunked_session_holds_only_the_messages_in_flight_not_all_its_chunks(
     alive: list[int] = []
     one_at_a_time = threading.Lock()  # a count's list of every object holds them meanwhile
 
+    def held() -> int:
+        # live objects only: garbage not yet collected (this test's, or an earlier test's
+        # on the same worker) is held by nobody
+        gc.collect()
+        found = gc.get_objects()
+        try:
+            return sum(isinstance(o, StageOneInput) and bool(part.search(o.user)) for o in found)
+        finally:
+            del found
+
     def count(body: dict[str, Any]) -> None:
         if "<rollout_contents>" in last_user_text(body):
             with one_at_a_time:
-                found = gc.get_objects()
-                alive.append(
-                    sum(isinstance(o, StageOneInput) and bool(part.search(o.user)) for o in found)
-                )
-                del found
+                alive.append(held() - before)
 
     fake_openai.route(count)
 
+    before = held()  # what earlier tests on this worker still hold
     summary = extract_store(s)
 
     assert summary.outcomes == {"succeeded": 1} and summary.chunk_requests >= 8
