@@ -45,6 +45,7 @@ from memkiln.transforms.estimate import (
 from memkiln.transforms.names import project_dirname
 from memkiln.transforms.prompts import build_consolidation_input
 from memkiln.transforms.redact import RuleSet, redact_text
+from memkiln.transforms.sending import dollars
 from memkiln.transforms.states import FailureReason, ProjectStatus, WriteFailure
 from memkiln.transforms.summaries import ConsolidateSummary
 from memkiln.transforms.text import one_line
@@ -321,7 +322,7 @@ class Consolidation:
             if spent + cost <= budget:
                 return True
             summary.stopped = (
-                f"budget of ${budget:,.2f} reached: ${spent:,.4f} spent so far, the next "
+                f"budget of {dollars(budget)} reached: ${spent:,.4f} spent so far, the next "
                 f"project ~${cost:,.4f}; the projects left are consolidated by the next run"
             )
             return False

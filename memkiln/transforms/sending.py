@@ -14,6 +14,13 @@ from memkiln.transforms.selection import run_wide_failure_limit
 from memkiln.transforms.states import RETRY_NOW_REASONS, Outcome
 
 
+def dollars(amount: float) -> str:
+    """A budget as the user gave it, to the millionth of a dollar, with at least the cents
+    (``$2.00``, ``$0.027259``): rounded to the cent, a $0.027 budget read "$0.03"."""
+    whole, _, cents = f"{amount:,.6f}".rstrip("0").partition(".")
+    return f"${whole}.{cents.ljust(2, '0')}"
+
+
 @dataclass
 class Budget:
     """A hard cap on a run's spend: each request's worst-case cost is reserved before it is
@@ -55,7 +62,7 @@ class Budget:
         with nothing in flight."""
         assert self.limit is not None, "a run without a budget never reaches it"
         return (
-            f"budget of ${self.limit:,.2f} reached: ${self.spent:,.4f} spent, "
+            f"budget of {dollars(self.limit)} reached: ${self.spent:,.4f} spent, "
             f"${self.limit - self.spent:,.4f} left, the next request ~${cost:,.4f} at most"
         )
 

@@ -34,6 +34,8 @@ def test_the_reason_to_stop_names_spend_left_and_the_next_request() -> None:
     why = budget.reached(0.75)
     assert "budget of $2.00 reached" in why
     assert "$1.5000 spent" in why and "$0.5000 left" in why and "~$0.7500" in why
+    # a budget under a cent's rounding is named as given, not rounded to the cent
+    assert "budget of $0.027259 reached" in Budget(0.0272592, spent=0.02).reached(0.0069)
 
 
 def _failed(rid: str, reason: str, *, sent: bool = True) -> Outcome:
