@@ -6,6 +6,7 @@ import asyncio
 import json
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -126,10 +127,20 @@ def request() -> Request:
     return Request("r1", pl.DataFrame(), facts, prompt, input_hash="h")
 
 
-def extract_one(backend: OpenAIBackend) -> Outcome:
+def extract_one(
+    backend: OpenAIBackend,
+    made: Request | None = None,
+    *,
+    first: Callable[[], object] | None = None,
+) -> Outcome:
+    """``backend``'s outcome for ``made`` (``request()`` by default) in an event loop of its
+    own, ``first`` called in that loop before; the backend closed after."""
+
     async def run() -> Outcome:
+        if first is not None:
+            first()
         try:
-            return await backend.extract(request())
+            return await backend.extract(made or request())
         finally:
             await backend.aclose()
 
@@ -209,14 +220,8 @@ def test_a_request_leaves_with_its_client_built_and_started_when_its_body_was_se
 
     monkeypatch.setattr(backends, "wait_until", wait_until)
 
-    async def run() -> Outcome:
-        threading.Timer(0.3, gate.set).start()  # the client is built 0.3 s from now
-        try:
-            return await backend.extract(request())
-        finally:
-            await backend.aclose()
-
-    outcome = asyncio.run(run())
+    # the client is built 0.3 s from now
+    outcome = extract_one(backend, first=lambda: threading.Timer(0.3, gate.set).start())
     assert outcome.outcome == "succeeded" and outcome.started_at is not None
     assert at_the_edge == [True]
     assert outcome.started_at.timestamp() >= built[0]
@@ -240,14 +245,7 @@ def test_a_request_is_counted_from_when_its_body_was_written_to_the_connection(
 
     monkeypatch.setattr(http, "send", late_send)
 
-    async def run() -> Outcome:
-        HOLD.set(None)
-        try:
-            return await backend.extract(request())
-        finally:
-            await backend.aclose()
-
-    outcome = asyncio.run(run())
+    outcome = extract_one(backend, first=lambda: HOLD.set(None))
     assert outcome.outcome == "succeeded" and outcome.started_at is not None
     assert outcome.started_at.timestamp() >= handed[0]
     # a request the client retried (a 5xx) left when its last try did: every try is traced
@@ -257,7 +255,7 @@ def test_a_request_is_counted_from_when_its_body_was_written_to_the_connection(
     real_send = http.send
     handed.clear()
     monkeypatch.setattr(http, "send", late_send)
-    outcome = asyncio.run(run())
+    outcome = extract_one(backend, first=lambda: HOLD.set(None))
     assert outcome.outcome == "succeeded" and outcome.started_at is not None
     assert len(handed) == 2 and outcome.started_at.timestamp() >= handed[1]
 
@@ -307,10 +305,4 @@ def test_a_window_that_holds_the_request_by_its_size_needs_no_count(
     assert made.prompt.tokens_needed(4_000, 1_000_000) is None
     backend = backend_for(fake_openai, tmp_path, context_window=1_000_000)
 
-    async def run() -> Outcome:
-        try:
-            return await backend.extract(made)
-        finally:
-            await backend.aclose()
-
-    assert asyncio.run(run()).outcome == "succeeded"
+    assert extract_one(backend, made).outcome == "succeeded"
