@@ -5,7 +5,9 @@ Polars (both read their settings when imported); a value already in the environm
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
+import sys
 from pathlib import Path
 
 
@@ -33,9 +35,38 @@ def prefect_defaults() -> None:
 
 
 def allocator_defaults() -> None:
-    """Polars' allocator setting for a memkiln process (``POLARS_ALLOCATOR_CONF``), before
-    anything imports Polars, whose allocator reads it once, when loaded; a value already in the
-    environment is kept. Worker processes started later inherit it."""
-    from memkiln.constants import POLARS_ALLOCATOR_CONF, POLARS_ALLOCATOR_ENV
+    """The allocators' settings for a memkiln process, a value already in the environment
+    kept: Polars' (``POLARS_ALLOCATOR_CONF``), before anything imports Polars, whose allocator
+    reads it once, when loaded; and the C library's arenas (``MALLOC_ARENAS``), set for this
+    process (``mallopt``, before it starts its threads) and in the environment. Worker
+    processes started later inherit both."""
+    from memkiln.constants import (
+        MALLOC_ARENAS,
+        MALLOC_ARENAS_ENV,
+        POLARS_ALLOCATOR_CONF,
+        POLARS_ALLOCATOR_ENV,
+    )
 
     os.environ.setdefault(POLARS_ALLOCATOR_ENV, POLARS_ALLOCATOR_CONF)
+    if MALLOC_ARENAS_ENV not in os.environ and limit_malloc_arenas(MALLOC_ARENAS):
+        os.environ[MALLOC_ARENAS_ENV] = str(MALLOC_ARENAS)
+
+
+#: ``mallopt``'s parameter for the most arenas (glibc's ``malloc.h``).
+_M_ARENA_MAX = -8
+
+
+def limit_malloc_arenas(arenas: int) -> bool:
+    """Have the GNU C library's ``malloc`` use at most ``arenas`` arenas from now on
+    (``mallopt(M_ARENA_MAX)``); False, and nothing done, on another C library."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt, gnu = libc.mallopt, libc.gnu_get_libc_version  # glibc's own functions
+    except (OSError, AttributeError):  # musl and others: their malloc has no arenas to set
+        return False
+    del gnu
+    mallopt.argtypes = (ctypes.c_int, ctypes.c_int)
+    mallopt.restype = ctypes.c_int
+    return bool(mallopt(_M_ARENA_MAX, arenas))

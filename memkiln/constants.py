@@ -49,6 +49,14 @@ POLARS_ENGINE: Final = "in-memory"
 #: it unless it is set; a user who would trade memory for CPU can set 10000 themselves.
 POLARS_ALLOCATOR_ENV = "_RJEM_MALLOC_CONF"
 POLARS_ALLOCATOR_CONF = "dirty_decay_ms:1000,muzzy_decay_ms:1000"
+#: Arenas the C library's ``malloc`` (glibc) keeps at most, for every thread of a memkiln
+#: process: its default, eight per core, let each of a run's threads (task runner workers,
+#: model calls, the tokenizer, the redaction rules) keep the memory it freed, fragmented in
+#: an arena of its own. Eight sessions of 60 MiB under Prefect with a model: 1.41-1.45 GB
+#: with the default, 1.30 GB with two (bench/RESULTS.md, "Many large sessions at once, round
+#: four"). The console script sets it unless ``MALLOC_ARENA_MAX`` is set.
+MALLOC_ARENAS_ENV = "MALLOC_ARENA_MAX"
+MALLOC_ARENAS = 2
 
 #: Characters of a bad line kept, redacted, in the quarantine table.
 QUARANTINE_EXCERPT_CHARS = 200
@@ -124,3 +132,11 @@ SESSION_PIECE_CHARS = 16 * 1024 * 1024
 #: together: eight of them peaked at 1.28-1.34 GB under Prefect with a model, 1.34-1.50 GB
 #: at four windows.
 GROUP_HELD_CHARS = 2 * LARGE_SESSION_WINDOW_CHARS
+#: Characters of kept items the sessions of a run being prepared or in flight hold together
+#: at most (``transforms.sending.Holding``; a chunked session's request holds its rendered
+#: items until its merge answers): the next group is prepared once the requests before it let
+#: go of enough, a larger session alone once nothing is held. Without it, any number of
+#: sessions could be in flight (``--concurrency``): eight of 60 MiB, six or seven in flight
+#: together under Prefect, peaked at 1.71-1.83 GB; with it, 1.42-1.45 GB in about the same
+#: time (47-50 s against 46-48 s; bench/RESULTS.md, "Many large sessions at once, round four").
+HELD_IN_FLIGHT_CHARS = 4 * LARGE_SESSION_WINDOW_CHARS

@@ -157,7 +157,11 @@ def connect_file(path: Path | str, *, read_only: bool) -> duckdb.DuckDBPyConnect
     its format (DuckDB cannot lower it)."""
     if str(path) == ":memory:":
         return duckdb.connect(":memory:")
-    con = duckdb.connect(":memory:")
+    # DuckDB's allocator gives back the pages it freed in a thread of its own (its threads
+    # only do so after a task otherwise): reading a 60 MiB session's items left ~130 MB with
+    # the store until the next read; eight such sessions under Prefect with a model peaked
+    # 0.05 GB lower (bench/RESULTS.md, "Many large sessions at once, round four")
+    con = duckdb.connect(":memory:", config={"allocator_background_threads": True})
     literal = "'" + str(path).replace("'", "''") + "'"
     options = f"row_group_size {ROW_GROUP_SIZE}" + (", read_only" if read_only else "")
     if not read_only and not Path(path).exists():

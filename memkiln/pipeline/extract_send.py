@@ -14,7 +14,10 @@ What the loop decides, it asks of small records with no I/O (``memkiln.transform
   every output token it may ask for) is reserved before it is sent, and the unused part
   released when it answers; a request that does not fit waits for those in flight, and the
   run stops sending when it still does not fit with nothing in flight;
-- the run stops sending when the service fails many requests in a row (``Streak``).
+- the run stops sending when the service fails many requests in a row (``Streak``);
+- a group is prepared only while what the sessions being prepared and in flight hold fits
+  within ``HELD_IN_FLIGHT_CHARS`` (``Holding``), so that, whatever the concurrency, a run of
+  large chunked sessions holds a bounded number of them.
 
 Claimed sessions not sent go back to pending.
 """
@@ -35,7 +38,13 @@ from typing import Protocol
 import duckdb
 import polars as pl
 
-from memkiln.constants import FLUSH_OUTCOMES, FLUSH_SECONDS, GROUP_HELD_CHARS, PREPARE_GROUP
+from memkiln.constants import (
+    FLUSH_OUTCOMES,
+    FLUSH_SECONDS,
+    GROUP_HELD_CHARS,
+    HELD_IN_FLIGHT_CHARS,
+    PREPARE_GROUP,
+)
 from memkiln.errors import Interrupted
 from memkiln.io.progress import Reporter
 from memkiln.io.signals import stop_request
@@ -47,7 +56,7 @@ from memkiln.llm.requests import request_tokens
 from memkiln.llm.units import Dispatch, Ready, internal_error
 from memkiln.settings import Settings
 from memkiln.transforms.redact import RuleSet
-from memkiln.transforms.sending import Budget, Streak
+from memkiln.transforms.sending import Budget, Holding, Streak
 from memkiln.transforms.session_window import by_size
 from memkiln.transforms.states import Finished, Outcome, OutcomeKind
 from memkiln.transforms.summaries import ExtractSummary
@@ -106,6 +115,8 @@ class Sender:
         # in the task): the sending loop is cancelled and raises it (``_stop_sending``)
         self.stopping: Interrupted | None = None
         self._sending: asyncio.Task[None] | None = None
+        #: the groups being prepared (set by ``send``)
+        self._ahead: Ahead | None = None
 
     async def send(self, todo: pl.DataFrame) -> None:
         """Ask the backend for every session of ``todo``, at most ``concurrency`` requests
@@ -140,7 +151,11 @@ class Sender:
         held = await asyncio.to_thread(steps.held_sizes, todo["rollout_id"].to_list())
         groups = [part for group in groups for part in _by_size(group, held)]
         prepare = lambda group: steps.prepare(group, publisher)  # noqa: E731
-        ahead = Ahead(groups, prepare, depth=steps.dispatch.ahead if groups else 1)
+        # and what the sessions being prepared or in flight hold stays within a bound
+        sizes = [{rid: held.get(rid, 0) for rid in g["rollout_id"]} for g in groups]
+        depth = steps.dispatch.ahead if groups else 1
+        ahead = Ahead(groups, prepare, depth=depth, sizes=sizes)
+        self._ahead = ahead
         dispatching = steps.dispatch.running() if groups else nullcontext()
         with (
             dispatching,
@@ -149,28 +164,11 @@ class Sender:
         ):
             ahead.next()
             for group in groups:
-                prepared, attempts = await ahead.take()
-                watermarks = dict(group.iter_rows())
-                for ready in prepared:
-                    request = ready.request
-                    rid = request.rollout_id
-                    if (rid, request.input_hash) in steps.reusable:
-                        reused = Outcome(rid, OutcomeKind.REUSED, input_hash=request.input_hash)
-                        steps.buffer.append(Finished(reused, watermarks[rid], attempts[rid]))
-                        advance(1)
-                        continue
-                    # every slot busy: the next group is prepared while these requests wait,
-                    # not while the first ones of this group are being sent
-                    if slots.locked():
-                        ahead.next()
-                    await slots.acquire()
-                    if summary.stopped or not await self._reserve(request):
-                        slots.release()
-                        break
-                    one = self._send_one(
-                        ready, watermarks[rid], attempts[rid], slots, writer, publisher, advance
-                    )
-                    running.append(asyncio.create_task(one))
+                # the group's requests are held by ``_send_group`` only: once it returns,
+                # those that ended are let go of while the next group is prepared
+                await self._send_group(
+                    group, *await ahead.take(), slots, writer, publisher, advance, running
+                )
                 if summary.stopped:
                     break
                 ahead.next()
@@ -185,6 +183,46 @@ class Sender:
             summary.stopped += f"; {left:,} sessions left pending for the next run"
         summary.outcomes = dict(steps.outcomes)
         summary.sessions_failed = steps.failed()
+
+    async def _send_group(
+        self,
+        group: pl.DataFrame,
+        prepared: list[Ready],
+        attempts: dict[str, int],
+        slots: asyncio.Semaphore,
+        writer: asyncio.Lock,
+        publisher: Publisher,
+        advance: Callable[[int], None],
+        running: list[asyncio.Task[None]],
+    ) -> None:
+        """Send the requests of a prepared group (an output that can be reused is recorded
+        without one), each in a task of its own added to ``running``, as slots free up."""
+        steps, summary, ahead = self.steps, self.summary, self._ahead
+        assert ahead is not None, "send() sets the groups being prepared"
+        watermarks = dict(group.iter_rows())
+        for rid in set(watermarks) - {ready.request.rollout_id for ready in prepared}:
+            ahead.let_go(rid)  # no request (nothing to send): nothing held
+        for ready in prepared:
+            request = ready.request
+            rid = request.rollout_id
+            if (rid, request.input_hash) in steps.reusable:
+                reused = Outcome(rid, OutcomeKind.REUSED, input_hash=request.input_hash)
+                steps.buffer.append(Finished(reused, watermarks[rid], attempts[rid]))
+                ahead.let_go(rid)
+                advance(1)
+                continue
+            # every slot busy: the next group is prepared while these requests wait, not
+            # while the first ones of this group are being sent
+            if slots.locked():
+                ahead.next()
+            await slots.acquire()
+            if summary.stopped or not await self._reserve(request):
+                slots.release()
+                return
+            one = self._send_one(
+                ready, watermarks[rid], attempts[rid], slots, writer, publisher, advance
+            )
+            running.append(asyncio.create_task(one))
 
     async def _reserve(self, request: Request) -> bool:
         """Reserve the request's worst-case cost within the budget; while it does not fit,
@@ -235,6 +273,8 @@ class Sender:
         finally:
             self.budget.release(request.rollout_id)
             slots.release()
+            if self._ahead is not None:
+                self._ahead.let_go(request.rollout_id)
         self.budget.settle(request.rollout_id, result.cost_usd or 0.0)
         self._released.set()
         summary.requests += result.requests
@@ -318,7 +358,10 @@ def stop_in(exc: BaseException) -> Interrupted | None:
 
 class Ahead:
     """Groups of sessions prepared ahead, in order, in worker threads: at most ``depth`` on
-    their way (one per worker of the task runner: their rendering runs side by side)."""
+    their way (one per worker of the task runner: their rendering runs side by side), and
+    only while what the run's sessions hold fits in ``holding`` (``sizes``: each group's
+    sessions' characters once read). A session's request that ended lets go of what it held
+    (``let_go``), and the next group may start."""
 
     def __init__(
         self,
@@ -326,19 +369,28 @@ class Ahead:
         prepare: Callable[[pl.DataFrame], Prepared],
         *,
         depth: int = 1,
+        sizes: list[dict[str, int]] | None = None,
+        holding: Holding | None = None,
     ):
         self._groups = groups
         self._prepare = prepare
         self._depth = max(1, min(depth, MAX_AHEAD))
+        self._sizes = sizes or [{} for _ in groups]
+        self._holding = holding or Holding(bound=HELD_IN_FLIGHT_CHARS)
         self._upcoming: deque[asyncio.Future[Prepared]] = deque()
         self._prepared = 0
+        self._room = asyncio.Event()  # a session let go of what it held
         # threads of their own (the loop's default ones write the outcomes meanwhile), daemon
         # ones (an interrupted run does not wait for them), started with the first group
         self._threads: DaemonThreads | None = None
 
     def next(self) -> None:
-        """Start preparing the next groups, up to ``depth`` on their way."""
+        """Start preparing the next groups, up to ``depth`` on their way and while they fit."""
         while len(self._upcoming) < self._depth and self._prepared < len(self._groups):
+            sizes = self._sizes[self._prepared]
+            if not self._holding.fits(sizes):
+                return
+            self._holding.take(sizes)
             if self._threads is None:
                 self._threads = DaemonThreads(self._depth, name="extract-prepare")
             group = self._groups[self._prepared]
@@ -347,9 +399,22 @@ class Ahead:
             self._upcoming.append(asyncio.wrap_future(self._threads.submit(call)))
             self._prepared += 1
 
+    def let_go(self, rollout_id: str) -> None:
+        """``rollout_id``'s request ended, or will not be sent: the next group may fit (it is
+        started by the loop, in ``next`` or ``take``, never by an ending request: a run that
+        is stopping starts no group)."""
+        self._holding.let_go(rollout_id)
+        self._room.set()
+
     async def take(self) -> Prepared:
-        """The next group's requests and attempts (its preparation was started)."""
-        assert self._upcoming, "next() starts a group before take()"
+        """The next group's requests and attempts, once its preparation could start (what
+        the sessions before it hold may have to be let go of first)."""
+        assert self._prepared < len(self._groups) or self._upcoming, "no group left to take"
+        while not self._upcoming:
+            self._room.clear()
+            self.next()
+            if not self._upcoming:
+                await self._room.wait()
         return await self._upcoming.popleft()
 
     async def drain(self) -> None:

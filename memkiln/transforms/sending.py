@@ -1,7 +1,8 @@
 """The decisions of extraction's send loop (``memkiln.pipeline.extract_send``), kept apart from
-it: what the budget lets a run send, and when failures of the service in a row stop it.
+it: what the budget lets a run send, when failures of the service in a row stop it, and how
+much of its sessions' items a run may hold at once.
 
-Both are small records of a run's state with the rules that read them; neither does I/O,
+All three are small records of a run's state with the rules that read them; neither does I/O,
 waits or knows where a request goes.
 """
 
@@ -65,6 +66,35 @@ class Budget:
             f"budget of {dollars(self.limit)} reached: ${self.spent:,.4f} spent, "
             f"${self.limit - self.spent:,.4f} left, the next request ~${cost:,.4f} at most"
         )
+
+
+@dataclass
+class Holding:
+    """The characters of kept items held by a run's sessions from the start of their group's
+    preparation until their request ends (read, rendered, then in flight: a chunked session's
+    request holds its rendered items whole until its merge answers), by session.
+
+    A group is prepared only when it fits within ``bound`` beside what is held, or when
+    nothing is: however many requests may be in flight, what they hold stays bounded
+    (``HELD_IN_FLIGHT_CHARS``)."""
+
+    bound: int
+    held: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.held.values())
+
+    def fits(self, sizes: dict[str, int]) -> bool:
+        """Whether sessions holding ``sizes`` may be taken on now."""
+        return not self.held or self.total + sum(sizes.values()) <= self.bound
+
+    def take(self, sizes: dict[str, int]) -> None:
+        self.held.update(sizes)
+
+    def let_go(self, key: str) -> None:
+        """``key``'s request ended (or will not be sent): what it held is free."""
+        self.held.pop(key, None)
 
 
 @dataclass

@@ -1,7 +1,8 @@
 """Extraction prepares its sessions in groups that hold at most ``GROUP_HELD_CHARS`` of kept
 items together (a larger session a group of its own): what a prepared group holds, its
 items and then its rendered requests, does not grow with its sessions' sizes, and every
-session gets the request and outcome it gets in one group."""
+session gets the request and outcome it gets in one group. A group is prepared only while
+what the sessions being prepared and in flight hold stays within ``HELD_IN_FLIGHT_CHARS``."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from pathlib import Path
 import duckdb
 import pytest
 
+import memkiln.llm.units as units
 import memkiln.pipeline.extract_send as extract_send
 import memkiln.pipeline.extract_steps as extract_steps
 from memkiln.pipeline.extract import extract_store
@@ -80,3 +82,49 @@ def test_sessions_in_groups_by_size_get_the_same_requests_and_outputs(
     assert sent_runs == sent_whole
     if backend == "openai":
         assert len(sent_whole) == taken
+
+
+def test_a_group_is_prepared_only_once_the_requests_before_it_let_go_of_what_they_held(
+    sample_archive: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    fake_openai: FakeOpenAI,
+) -> None:
+    """With a bound smaller than any session, each session is read only once no request is
+    in flight (a chunked session's request holds its rendered items until it answers): six
+    or seven 60 MiB sessions in flight together took a run to 1.8 GB."""
+    monkeypatch.setattr(extract_send, "GROUP_HELD_CHARS", 1)  # a session a group
+    monkeypatch.setattr(extract_send, "HELD_IN_FLIGHT_CHARS", 1)
+    fake_openai.latency = 0.2  # answers come after the next group could have been read
+    in_flight = [0]
+    at_reads: list[int] = []
+    real_read = extract_steps.read_sessions
+    real_call = units.Local.call
+
+    def counted(cur: duckdb.DuckDBPyConnection, todo: object, **kw: object) -> object:
+        at_reads.append(in_flight[0])
+        return real_read(cur, todo, **kw)  # type: ignore[arg-type]
+
+    async def call(self: units.Local, request: object) -> object:
+        in_flight[0] += 1
+        try:
+            return await real_call(self, request)  # type: ignore[arg-type]
+        finally:
+            in_flight[0] -= 1
+
+    monkeypatch.setattr(extract_steps, "read_sessions", counted)
+    monkeypatch.setattr(units.Local, "call", call)
+    settings = Settings(
+        archive=sample_archive,
+        db=tmp_path / "held.duckdb",
+        backend="openai",
+        base_url=fake_openai.base_url,
+        backfill=True,
+        progress=False,
+        concurrency=8,
+    )
+    ingest_archive(settings)
+    summary = extract_store(settings)
+    assert summary.taken > 2 and len(at_reads) == summary.taken
+    assert at_reads == [0] * summary.taken
+    assert summary.outcomes == {"succeeded": summary.taken}

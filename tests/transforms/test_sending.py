@@ -1,10 +1,11 @@
-"""The send loop's decisions: the budget's reservations and the streak of service failures."""
+"""The send loop's decisions: the budget's reservations, the streak of service failures and
+what the sessions being prepared or in flight hold."""
 
 from __future__ import annotations
 
 import pytest
 
-from memkiln.transforms.sending import Budget, Streak
+from memkiln.transforms.sending import Budget, Holding, Streak
 from memkiln.transforms.states import FailureReason, Outcome, OutcomeKind
 
 
@@ -97,3 +98,17 @@ def test_the_window_check_names_the_first_request_over_it() -> None:
         f"{need} tokens needed, window {need - 1}"
     )
     assert window_shortfall((big,), reserve=100, window=need) is None
+
+
+def test_sessions_are_taken_on_while_what_is_held_fits_and_alone_when_nothing_is() -> None:
+    holding = Holding(bound=100)
+    assert holding.fits({"a": 500})  # larger than the bound: taken on when nothing is held
+    holding.take({"a": 60, "b": 30})
+    assert holding.total == 90
+    assert holding.fits({"c": 10}) and not holding.fits({"c": 11})
+    assert not holding.fits({"c": 5, "d": 6})  # a group's sessions together
+    holding.let_go("a")
+    assert holding.fits({"c": 70})
+    holding.let_go("a")  # twice, or never taken: nothing changes
+    holding.let_go("z")
+    assert holding.held == {"b": 30}
