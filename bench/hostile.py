@@ -24,9 +24,14 @@ projects and session summaries written, and the peak RSS. Run from the repositor
 ``--each`` runs every input alone in an archive beside one good session, Prefect off and on:
 the bombs and the long line above, and sessions of real shape (``bench/synth.py``: reasoning
 blobs, long tool outputs, secrets) of 100 MiB, plain and ``.zst``, and of 500 and 1000 MiB
-(extraction reads such a session in pieces and holds its ends: ``memkiln.io.session_items``).
-It checks that the good session, and a large session, have their memory written and that
-every line of the large session is stored (its last item too).
+(extraction reads such a session in pieces and holds its ends: ``memkiln.io.session_items``),
+and eight sessions of 30, 60 or 100 MiB together (a 60 MiB one is just under four windows, so
+it is held whole). It checks that the good session, and a large session, have their memory
+written and that every line of the large session is stored (its last item too). With
+``--model``, the runs extract with the ``openai`` backend against the local test server
+(``tests/fake_openai.py``), so that large sessions are sent in chunks:
+
+    python bench/hostile.py --each sessions-8x60MiB --model
 """
 
 from __future__ import annotations
@@ -150,9 +155,19 @@ def write_archive(archive: Path, *, small: bool) -> dict[str, list[str]]:
     return kinds
 
 
-def run_memkiln(archive: Path, work: Path, *, prefect: bool) -> dict[str, object]:
+def run_memkiln(
+    archive: Path, work: Path, *, prefect: bool, model_url: str | None = None
+) -> dict[str, object]:
+    model = {}
+    if model_url is not None:  # a model backend: large sessions are sent in chunks
+        model = {
+            "MEMKILN_BACKEND": "openai",
+            "MEMKILN_BASE_URL": model_url,
+            "MEMKILN_MODEL": "gpt-4.1-mini",
+        }
     env = {
         **os.environ,
+        **model,
         "MEMKILN_ARCHIVE": str(archive),
         "MEMKILN_DB": str(work / "memkiln.duckdb"),
         "MEMKILN_OUT": str(work / "memories"),
@@ -194,6 +209,8 @@ EACH = (
     "session-500MiB",
     "session-1000MiB",
     "sessions-8x30MiB",
+    "sessions-8x60MiB",
+    "sessions-8x100MiB",
     "zeros-2GiB.zst",
     "repeated-1GiB.gz",
     "line-300MB",
@@ -301,7 +318,7 @@ def stored_of(db: Path, sid: str) -> tuple[int, int, bool]:
     return row if row else (0, 0, False)  # type: ignore[return-value]
 
 
-def run_each(names: list[str]) -> int:
+def run_each(names: list[str], *, model_url: str | None = None) -> int:
     print(
         "| input | prefect | exit | lines set aside | traceback | good sessions' memories "
         "| large session: lines stored / in file, memory | time (s) | peak RSS (GB) |"
@@ -312,7 +329,7 @@ def run_each(names: list[str]) -> int:
             work = Path(tempfile.mkdtemp(prefix="memkiln-hostile-", dir=os.environ.get("TMPDIR")))
             try:
                 kinds = write_one(work / "archive", name)
-                result = run_memkiln(work / "archive", work, prefect=prefect)
+                result = run_memkiln(work / "archive", work, prefect=prefect, model_url=model_url)
                 text = str(result["stdout"]) + str(result["stderr"])
                 set_aside = [ln for ln in text.splitlines() if ln.startswith("set aside: ")]
                 good = [k for k in kinds if k in ("good", "good2") or k.startswith("many")]
@@ -349,7 +366,21 @@ def main() -> int:
     parser.add_argument(
         "--each", nargs="*", choices=EACH, help="run these inputs alone (all when none named)"
     )
+    parser.add_argument(
+        "--model",
+        action="store_true",
+        help="with --each: extract with the openai backend against the local test server",
+    )
     args = parser.parse_args()
+    if args.each is not None and args.model:
+        from extract import start_server  # bench/extract.py
+
+        server, url = start_server(latency=0.05)
+        try:
+            return run_each(args.each or list(EACH), model_url=url)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
     if args.each is not None:
         return run_each(args.each or list(EACH))
     if args.write_only:

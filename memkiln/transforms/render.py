@@ -242,6 +242,30 @@ NO_PARTS = ChunkParts()
 COUNT_SLICE_ROWS = 256
 
 
+#: Characters of item text rendered and redacted at once for a session's chunks: redacting a
+#: 60 MiB session's items whole took about three times their size on top of them (+190 MB),
+#: in slices of this size +80 MB (redaction is row by row, so the texts are the same).
+RENDER_SLICE_CHARS = 4 * 1024 * 1024
+
+
+def rendered_in_slices(items: pl.DataFrame, *, rules: RuleSet) -> pl.DataFrame:
+    """``seq, item_json`` of a session's kept items in order (``render_items``), rendered a
+    slice of about ``RENDER_SLICE_CHARS`` of item text at a time."""
+    if not items["seq"].is_sorted():
+        items = items.sort("seq")
+    size = items["text"].str.len_chars().fill_null(0) + ITEM_OVERHEAD_CHARS
+    slice_of = (size.cum_sum() - size) // RENDER_SLICE_CHARS
+    parts: list[pl.DataFrame] = []
+    start = 0
+    for n in slice_of.value_counts(sort=False).sort(slice_of.name)["count"]:
+        part = items.slice(start, n).lazy()
+        parts.append(render_items(part, rules=rules).select("seq", "item_json").collect())
+        start += n
+    if not parts:
+        return render_items(items.lazy(), rules=rules).select("seq", "item_json").collect()
+    return pl.concat(parts)
+
+
 def stage_one_chunks(
     items: pl.DataFrame,
     *,
@@ -259,9 +283,7 @@ def stage_one_chunks(
     (``plan_chunks``; a chunk begins only at one of ``starts``, ``seq`` values; with
     ``segments``, whole segments first), each rendered by the stage-one builder, so each is
     counted and budgeted as a single message is (``ChunkParts``: built when asked for)."""
-    rendered = (
-        render_items(items.lazy().sort("seq"), rules=rules).select("seq", "item_json").collect()
-    )
+    rendered = rendered_in_slices(items, rules=rules)
     texts = rendered["item_json"].fill_null("").rechunk()
     tokens = [
         count_tokens(escape_block(text))
