@@ -562,7 +562,11 @@ def run_cli(args: Sequence[str] | None = None) -> int:
 
 def main() -> None:
     """Console-script entry point."""
-    sys.exit(run_cli())
+    from memkiln.io.signals import exiting
+
+    code = run_cli()
+    exiting(code)  # a stop while the process shuts down: one line, not a silent kill
+    sys.exit(code)
 
 
 if __name__ == "__main__":

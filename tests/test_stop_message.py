@@ -1,10 +1,13 @@
 """The one line a stopped command prints says whether a run was recorded: a SIGTERM that
 arrives before the run record is opened (while Prefect's temporary server starts, say)
-changed nothing, and the line must not claim a record was closed."""
+changed nothing, and the line must not claim a record was closed; one that arrives once the
+command ended, while the process shuts down, says so."""
 
 from __future__ import annotations
 
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -74,4 +77,27 @@ def test_a_stop_while_prefect_starts_says_so_and_that_nothing_was_done(
     assert line == (
         "error: interrupted by SIGTERM while Prefect was starting (its temporary API server), "
         "before the run began: nothing was done"
+    )
+
+
+#: The console script's ``main`` with a command that ends at once (exit 0), and a stop that
+#: arrives while the process shuts down (in a shutdown hook, as Prefect's take half a second).
+_EXITING = (
+    "import atexit, os, signal, sys, time\n"
+    "import memkiln.cli as cli\n"
+    "cli.run_cli = lambda: (print('memory files: INDEX.md'), 0)[1]\n"
+    "atexit.register(lambda: (os.kill(os.getpid(), signal.SIGTERM), time.sleep(10)))\n"
+    "cli.main()\n"
+)
+
+
+def test_a_stop_while_the_process_exits_says_the_command_had_ended() -> None:
+    out = subprocess.run(
+        [sys.executable, "-c", _EXITING], capture_output=True, text=True, timeout=60
+    )
+    assert out.returncode == 128 + signal.SIGTERM  # not killed without a word (-15)
+    assert out.stdout.strip() == "memory files: INDEX.md"
+    assert out.stderr.strip() == (
+        "error: interrupted by SIGTERM while exiting: the command had already ended (exit 0); "
+        "nothing it did was lost"
     )

@@ -180,6 +180,30 @@ def starting(what: str) -> None:
     _starting.append(what)
 
 
+def exiting(code: int) -> None:
+    """From now until the process exits, a SIGTERM or SIGINT ends it at once with one line
+    that says the command had already ended, with ``code``: what runs then is the process's
+    shutdown (Prefect's log and event workers flushed, its temporary server stopped), about
+    half a second after a run's last line, and a scheduler's stop then killed the process
+    without a word (exit 143 after "memory files: …"). The exit code is the signal's, as for
+    any stop; nothing of the command's work is lost. Python's own finalization, after the
+    shutdown hooks, puts the default handlers back: a stop in its last tenths of a second
+    still ends the process without a line."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        name = signal.Signals(signum).name
+        _hard_exit(
+            128 + signum,
+            f"error: interrupted by {name} while exiting: the command had already ended "
+            f"(exit {code}); nothing it did was lost",
+        )
+
+    for sig in HANDLED:
+        signal.signal(sig, stop)
+
+
 def stopped_line(exc: Interrupted) -> str:
     """The one line the CLI prints for a run stopped by a signal (before it recorded a run,
     for instance while Prefect's temporary server was starting, nothing was done)."""
