@@ -31,15 +31,21 @@ _PROBE = (
 )
 
 
-def _allocator_setting(given: str | None) -> str:
-    env = {k: v for k, v in os.environ.items() if k != POLARS_ALLOCATOR_ENV}
+def _probe_line(script: str, name: str, given: str | None) -> str:
+    """The last line ``script`` prints, run with the variable ``name`` set to ``given``
+    (unset when None)."""
+    env = {k: v for k, v in os.environ.items() if k != name}
     if given is not None:
-        env[POLARS_ALLOCATOR_ENV] = given
+        env[name] = given
     out = subprocess.run(
-        [sys.executable, "-c", _PROBE], capture_output=True, text=True, env=env, timeout=120
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=120
     )
     assert out.returncode == 0, out.stderr
     return out.stdout.strip().splitlines()[-1]
+
+
+def _allocator_setting(given: str | None) -> str:
+    return _probe_line(_PROBE, POLARS_ALLOCATOR_ENV, given)
 
 
 def test_the_command_line_keeps_freed_pages_for_polars_longer() -> None:
@@ -85,14 +91,7 @@ _ARENAS_PROBE = (
 
 
 def _arenas(given: str | None) -> tuple[int, str]:
-    env = {k: v for k, v in os.environ.items() if k != MALLOC_ARENAS_ENV}
-    if given is not None:
-        env[MALLOC_ARENAS_ENV] = given
-    out = subprocess.run(
-        [sys.executable, "-c", _ARENAS_PROBE], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert out.returncode == 0, out.stderr
-    heaps, setting = out.stdout.strip().splitlines()[-1].split()
+    heaps, setting = _probe_line(_ARENAS_PROBE, MALLOC_ARENAS_ENV, given).split()
     return int(heaps), setting
 
 
